@@ -1,0 +1,82 @@
+/*
+ * gemm_epilogue.h — the one definition of everything that crosses the host/kernel boundary.
+ *
+ * Plain C (no C++), so that nvcc compiles it into the kernels and bindgen turns it into
+ * src/sys/bindings.rs for the Rust side. Never copy a struct from here by hand: edit this
+ * file, then regenerate with `GEMM_EPILOGUE_BLESS=1 cargo test --test bindings`.
+ *
+ * Computed by every kernel (row-major, leading dimensions in elements):
+ *     v[m][n]   = sum_k X[m][k] * W[n][k] + bias[n]     (bias == NULL: v = acc)
+ *     out[m][n] = (v * scale) + v                       (two roundings, never an FMA)
+ */
+#ifndef GEMM_EPILOGUE_H
+#define GEMM_EPILOGUE_H
+
+#include <stdint.h>
+
+/* ---- The problem, as every kernel family sees it ------------------------------------- */
+
+/* One fused Linear + epilogue call. Shapes are validated on the host before any launch:
+ * m, n >= 1, k >= 0, each < 2^31; ld* >= the row width; every row lies inside its buffer. */
+typedef struct GeProblem {
+    const float *x;    /* X: m x k, row stride ldx                                    */
+    const float *w;    /* W: n x k, row stride ldw (nn.Linear's weight layout)        */
+    const float *bias; /* bias: n values, or NULL for "no bias"                       */
+    float *out;        /* out: m x n, row stride ldo; written once, never read        */
+    int64_t ldx;
+    int64_t ldw;
+    int64_t ldo;
+    int32_t m;
+    int32_t n;
+    int32_t k;
+    float scale;       /* s in (v*s) + v; any value, NaN and Inf included             */
+} GeProblem;
+
+/* Second pass of the unfused baseline (cuBLAS GEMM, then this): in place on `out`,
+ * out = ((out + bias) * scale) + (out + bias). Same rounding as the fused epilogue. */
+typedef struct GeElementwiseParams {
+    float *out;
+    const float *bias; /* NULL: no bias */
+    int64_t ldo;
+    int32_t m;
+    int32_t n;
+    float scale;
+} GeElementwiseParams;
+
+/* ---- mma.sync family (sm_80+): csrc/sm80/ -------------------------------------------- */
+/* Kernel parameter: `const GeProblem` by value. Grid: one CTA per output tile, 1-D,
+ * ceil(m/TILE_M) * ceil(n/TILE_N) CTAs, rasterised in the kernel. Dynamic shared memory:
+ * STAGES * (TILE_M + TILE_N) * TILE_K * sizeof(float) bytes.
+ * Each configuration exists twice: `_vec4` (16-byte cp.async; needs k % 4 == 0, x and w
+ * 16-byte aligned, ldx and ldw multiples of 4) and `_scalar` (4-byte cp.async, any shape). */
+
+/* "large": 128x128x32 CTA tile, 8 warps of 64x64, 3 stages (96 KiB; fits sm_86/89 too) */
+#define GE_SM80_LARGE_TILE_M 128
+#define GE_SM80_LARGE_TILE_N 128
+#define GE_SM80_LARGE_TILE_K 32
+#define GE_SM80_LARGE_STAGES 3
+#define GE_SM80_LARGE_THREADS 256
+
+/* "small": 64x64x32 CTA tile, 4 warps of 32x32, 4 stages (64 KiB): small m or n */
+#define GE_SM80_SMALL_TILE_M 64
+#define GE_SM80_SMALL_TILE_N 64
+#define GE_SM80_SMALL_TILE_K 32
+#define GE_SM80_SMALL_STAGES 4
+#define GE_SM80_SMALL_THREADS 128
+
+/* ---- TMA + wgmma family (sm_90a only): csrc/sm90/ ------------------------------------ */
+
+/* A CUtensorMap, opaque: 128 bytes, 64-byte aligned (cuda.h's layout), filled on the host
+ * by cuTensorMapEncodeTiled and read by the kernel from parameter space. */
+typedef struct __attribute__((aligned(64))) GeTensorMap {
+    uint64_t opaque[16];
+} GeTensorMap;
+
+/* Kernel parameter: `const __grid_constant__ GeSm90Params` by value. */
+typedef struct GeSm90Params {
+    GeTensorMap x_map; /* X as a 2-D tensor {k, m} (k innermost), box {TILE_K, TILE_M}, 128B swizzle */
+    GeTensorMap w_map; /* W as a 2-D tensor {k, n} (k innermost), box {TILE_K, TILE_N}, 128B swizzle */
+    GeProblem problem; /* pointers for the epilogue (bias, out) and the shape */
+} GeSm90Params;
+
+#endif /* GEMM_EPILOGUE_H */
