@@ -50,12 +50,12 @@ typedef struct GeElementwiseParams {
  * Each configuration exists twice: `_vec4` (16-byte cp.async; needs k % 4 == 0, x and w
  * 16-byte aligned, ldx and ldw multiples of 4) and `_scalar` (4-byte cp.async, any shape). */
 
-/* "large": 128x128x32 CTA tile, 8 warps of 64x64, 3 stages (96 KiB; fits sm_86/89 too) */
+/* "large": 128x128x32 CTA tile, 4 warps of 64x64, 3 stages (96 KiB; fits sm_86/89 too) */
 #define GE_SM80_LARGE_TILE_M 128
 #define GE_SM80_LARGE_TILE_N 128
 #define GE_SM80_LARGE_TILE_K 32
 #define GE_SM80_LARGE_STAGES 3
-#define GE_SM80_LARGE_THREADS 256
+#define GE_SM80_LARGE_THREADS 128
 
 /* "small": 64x64x32 CTA tile, 4 warps of 32x32, 4 stages (64 KiB): small m or n */
 #define GE_SM80_SMALL_TILE_M 64
@@ -78,5 +78,19 @@ typedef struct GeSm90Params {
     GeTensorMap w_map; /* W as a 2-D tensor {k, n} (k innermost), box {TILE_K, TILE_N}, 128B swizzle */
     GeProblem problem; /* pointers for the epilogue (bias, out) and the shape */
 } GeSm90Params;
+
+/* "pingpong": warp-specialized persistent kernel, 1 producer + 2 consumer warpgroups, each
+ * consumer owning a 128x128 tile (alternating), 32-float K stages in a STAGES-deep TMA ring.
+ * Entry: ge_sm90_tf32_128x128x32_s6_pingpong. Grid: min(num_tiles, num_SMs) CTAs, 1-D, no
+ * cluster; num_tiles = ceil(m/TILE_M) * ceil(n/TILE_N). Dynamic smem: SMEM_BYTES (the stages,
+ * the mbarriers and 1024 bytes of alignment slack). Tensor map boxes: {TILE_K, TILE_M} for X,
+ * {TILE_K, TILE_N} for W. */
+#define GE_SM90_PINGPONG_TILE_M 128
+#define GE_SM90_PINGPONG_TILE_N 128
+#define GE_SM90_PINGPONG_TILE_K 32
+#define GE_SM90_PINGPONG_STAGES 6
+#define GE_SM90_PINGPONG_THREADS 384
+#define GE_SM90_PINGPONG_SMEM_BYTES \
+    (GE_SM90_PINGPONG_STAGES * (GE_SM90_PINGPONG_TILE_M + GE_SM90_PINGPONG_TILE_N) * GE_SM90_PINGPONG_TILE_K * 4 + 2048)
 
 #endif /* GEMM_EPILOGUE_H */

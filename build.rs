@@ -1,0 +1,142 @@
+//! Compiles `csrc/kernels.cu` with nvcc into one fatbin (SASS for sm_80 and sm_90a, PTX for newer
+//! chips) that `src/kernels.rs` embeds with `include_bytes!` and loads through cudarc.
+//!
+//! nvcc is looked for, in order: `$NVCC`, `$CUDA_HOME/bin`, `$CUDA_PATH/bin`, `PATH`,
+//! `/usr/local/cuda/bin`, and the project-local prefix that `.ci/setup-toolchain` fills from PyPI.
+//! Nothing is downloaded here. The Rust side of the kernel-facing structs is not generated here
+//! (that would need libclang in every dependent crate): `src/sys/bindings.rs` is committed and
+//! `tests/bindings.rs` proves it matches `csrc/include/gemm_epilogue.h`.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::{exit, Command};
+
+const KERNELS: &str = "csrc/kernels.cu";
+const FATBIN: &str = "gemm_epilogue.fatbin";
+/// Real SASS for the two targets we tune for, and PTX for everything newer.
+const GENCODE: [&str; 3] = [
+    "-gencode=arch=compute_80,code=sm_80",
+    "-gencode=arch=compute_90a,code=sm_90a",
+    "-gencode=arch=compute_80,code=compute_80",
+];
+const MIN_NVCC_MAJOR: u32 = 12;
+
+fn main() {
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let out_dir = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let fatbin = out_dir.join(FATBIN);
+
+    list_inputs(&manifest.join("csrc"));
+    for var in ["NVCC", "CUDA_HOME", "CUDA_PATH", "GEMM_EPILOGUE_NVCC_FLAGS", "DOCS_RS"] {
+        println!("cargo:rerun-if-env-changed={var}");
+    }
+
+    if env::var_os("DOCS_RS").is_some() {
+        // docs.rs has no CUDA toolkit: document the API against an empty image.
+        std::fs::write(&fatbin, []).unwrap_or_else(|e| fail(&format!("cannot write {}: {e}", fatbin.display())));
+        return;
+    }
+
+    let nvcc = find_nvcc(&manifest).unwrap_or_else(|| fail(NO_NVCC));
+    check_version(&nvcc);
+
+    // cc supplies the usual conventions (host compiler, -Xcompiler flags, $NVCC_FLAGS-style
+    // overrides); we ask nvcc for a fatbin instead of an object.
+    // SAFETY: build scripts are single-threaded; cc reads NVCC from the process environment.
+    env::set_var("NVCC", &nvcc);
+    let mut build = cc::Build::new();
+    build.cuda(true).cargo_metadata(false).warnings(false).debug(false).opt_level(3);
+    let mut cmd = build.get_compiler().to_command();
+    cmd.args(["-std=c++17", "-O3", "-lineinfo", "-Xptxas=-v", "-fatbin"])
+        .args(GENCODE)
+        .arg("-I")
+        .arg(manifest.join("csrc/include"))
+        .arg("-o")
+        .arg(&fatbin)
+        .arg(manifest.join(KERNELS));
+    if let Ok(extra) = env::var("GEMM_EPILOGUE_NVCC_FLAGS") {
+        cmd.args(extra.split_whitespace());
+    }
+    let output = cmd.output().unwrap_or_else(|e| fail(&format!("could not run {}: {e}", nvcc.display())));
+    // The ptxas resource report (registers, smem, spills) is kept next to the fatbin.
+    let log = out_dir.join("nvcc-resource-usage.txt");
+    let _ = std::fs::write(&log, &output.stderr);
+    if !output.status.success() {
+        eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+        fail(&format!("nvcc failed compiling {KERNELS} ({}); command: {cmd:?}", output.status));
+    }
+    let report = String::from_utf8_lossy(&output.stderr);
+    if report.lines().any(|l| l.contains("spill stores") && !l.contains(" 0 bytes spill stores")) {
+        println!("cargo:warning=a kernel spills registers; see {}", log.display());
+    }
+}
+
+/// Emits rerun-if-changed for every file under csrc/ (and the folders, for added files).
+fn list_inputs(dir: &Path) {
+    println!("cargo:rerun-if-changed={}", dir.display());
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| fail(&format!("cannot read {}: {e}", dir.display())))
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            list_inputs(&path);
+        } else {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
+    }
+}
+
+fn find_nvcc(manifest: &Path) -> Option<PathBuf> {
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(p) = env::var_os("NVCC") {
+        candidates.push(PathBuf::from(p));
+    }
+    for var in ["CUDA_HOME", "CUDA_PATH"] {
+        if let Some(root) = env::var_os(var) {
+            candidates.push(Path::new(&root).join("bin/nvcc"));
+        }
+    }
+    if let Some(path) = env::var_os("PATH") {
+        candidates.extend(env::split_paths(&path).map(|d| d.join("nvcc")));
+    }
+    candidates.push(PathBuf::from("/usr/local/cuda/bin/nvcc"));
+    candidates.push(manifest.join(".toolchain/py/nvidia/cu13/bin/nvcc"));
+    // nvcc must be called by its real path: through a symlink the PyPI build misses its headers.
+    candidates.into_iter().filter(|p| p.is_file()).find_map(|p| p.canonicalize().ok())
+}
+
+fn check_version(nvcc: &Path) {
+    let out = Command::new(nvcc)
+        .arg("--version")
+        .output()
+        .unwrap_or_else(|e| fail(&format!("could not run {} --version: {e}", nvcc.display())));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let major = text
+        .split("release ")
+        .nth(1)
+        .and_then(|r| r.split('.').next())
+        .and_then(|m| m.trim().parse::<u32>().ok());
+    match major {
+        Some(m) if m >= MIN_NVCC_MAJOR => {}
+        Some(m) => fail(&format!(
+            "{} is CUDA {m}; gemm-epilogue needs nvcc >= {MIN_NVCC_MAJOR} (sm_90a, wgmma).\n{NO_NVCC}",
+            nvcc.display()
+        )),
+        None => fail(&format!("cannot read the version of {} from:\n{text}", nvcc.display())),
+    }
+}
+
+const NO_NVCC: &str = "\
+gemm-epilogue compiles its CUDA kernels at build time and needs nvcc (CUDA >= 12).
+Looked in: $NVCC, $CUDA_HOME/bin, $CUDA_PATH/bin, PATH, /usr/local/cuda/bin, <crate>/.toolchain.
+Either install the CUDA toolkit and set CUDA_HOME (or NVCC=/path/to/nvcc), or, in this repository,
+run `bash .ci/setup-toolchain`, which installs the pinned nvcc 13.0 from PyPI into .toolchain/.";
+
+/// Stops the build with a message and no backtrace.
+fn fail(msg: &str) -> ! {
+    eprintln!("\nerror: {msg}\n");
+    exit(1)
+}

@@ -1,0 +1,49 @@
+// A mma.sync kernel configuration: the shapes, composed into one type (CUTLASS style).
+#pragma once
+
+namespace ge::sm80 {
+
+// How a stage of X and W travels from global to shared memory.
+enum class OperandAccess {
+    Vec4,    // 16-byte cp.async: k % 4 == 0, 16-byte-aligned x/w, ldx/ldw multiples of 4
+    Scalar,  // 4-byte cp.async: any k, any 4-byte-aligned pointer and leading dimension
+};
+
+template <int TileM_, int TileN_, int TileK_,  // CTA tile (BLK_M, BLK_N, BLK_K)
+          int WarpM_, int WarpN_,              // warp tile
+          int Stages_,                         // cp.async pipeline depth
+          OperandAccess Access_>
+struct Config {
+    static constexpr int kTileM = TileM_;
+    static constexpr int kTileN = TileN_;
+    static constexpr int kTileK = TileK_;
+    static constexpr int kWarpM = WarpM_;
+    static constexpr int kWarpN = WarpN_;
+    static constexpr int kStages = Stages_;
+    static constexpr OperandAccess kAccess = Access_;
+
+    // Instruction: mma.sync.aligned.m16n8k8 tf32.
+    static constexpr int kInstM = 16, kInstN = 8, kInstK = 8;
+
+    static constexpr int kWarpsM = kTileM / kWarpM;
+    static constexpr int kWarpsN = kTileN / kWarpN;
+    static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
+    static constexpr int kFragsM = kWarpM / kInstM;  // m16 fragments per warp
+    static constexpr int kFragsN = kWarpN / kInstN;  // n8 fragments per warp
+
+    // Shared memory, per stage: X tile (kTileM, kTileK) then W tile (kTileN, kTileK), fp32, K-major.
+    static constexpr int kStageFloats = (kTileM + kTileN) * kTileK;
+    static constexpr int kSmemBytes = kStages * kStageFloats * 4;
+
+    // L2 rasterisation: CTAs walk tile-rows in groups of this many so W stays hot.
+    static constexpr int kRasterGroupM = 8;
+
+    static_assert(kTileK == 32, "the XOR swizzle assumes 8 16-byte chunks per smem row");
+    static_assert(kTileM % kWarpM == 0 && kTileN % kWarpN == 0, "warps must tile the CTA tile");
+    static_assert(kWarpM % kInstM == 0 && kWarpN % kInstN == 0, "instructions must tile the warp");
+    static_assert(kStages >= 3, "fewer than 3 stages cannot hide global latency");
+    static_assert((kTileM * kTileK / 4) % kThreads == 0 && (kTileN * kTileK / 4) % kThreads == 0,
+                  "every thread copies the same number of 16-byte chunks");
+};
+
+}  // namespace ge::sm80

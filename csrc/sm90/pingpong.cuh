@@ -1,0 +1,236 @@
+// Warp-specialized persistent "ping-pong" TF32 GEMM + fused epilogue (sm_90a).
+//
+//   warpgroup 0      producer: one thread issues the TMA loads of every tile of this CTA
+//                    into a STAGES-deep ring (full/empty mbarriers).
+//   warpgroups 1, 2  consumers: take alternate tiles of the CTA (0, 2, 4, ... and 1, 3, 5, ...),
+//                    each a whole TILE_M x TILE_N tile in registers. An order barrier hands the
+//                    tensor cores from one consumer to the other when it has issued its last
+//                    wgmma, so one consumer's epilogue (bias, scale, stores) overlaps the other's
+//                    mainloop.
+#pragma once
+
+#include <cstdint>
+
+#include "../common/epilogue.cuh"
+#include "../include/gemm_epilogue.h"
+#include "ptx.cuh"
+#include "smem_layout.cuh"
+#include "tile_scheduler.cuh"
+
+namespace ge::sm90 {
+
+template <int TILE_M_, int TILE_N_, int TILE_K_, int STAGES_, int GROUP_M_ = 8>
+struct PingpongConfig {
+    static constexpr int TILE_M = TILE_M_;  // rows of X / out per consumer tile
+    static constexpr int TILE_N = TILE_N_;  // rows of W / columns of out per consumer tile
+    static constexpr int TILE_K = TILE_K_;  // K per stage: one 128-byte swizzle row
+    static constexpr int STAGES = STAGES_;  // smem ring depth, shared by both consumers
+    static constexpr int GROUP_M = GROUP_M_;  // raster group height (tiles) for L2 reuse
+
+    static constexpr int CONSUMERS = 2;                      // ping-pong pair
+    static constexpr int WARPGROUP_THREADS = 128;
+    static constexpr int THREADS = WARPGROUP_THREADS * (1 + CONSUMERS);
+    // Register split (65536 per SM, one CTA): producer needs few, consumers hold a whole
+    // 128x128 fp32 accumulator (128 per thread). 40*128 + 232*256 = 64512 <= 65536.
+    static constexpr uint32_t PRODUCER_REGS = 40;
+    static constexpr uint32_t CONSUMER_REGS = 232;
+
+    static constexpr int WGMMA_M = 64;   // wgmma.m64nNk8: one warpgroup, 64 rows
+    static constexpr int WGMMA_N = TILE_N;
+    static constexpr int WGMMA_K = 8;    // TF32 K per instruction
+    static constexpr int M_ATOMS = TILE_M / WGMMA_M;  // wgmmas stacked along M per k-step
+    static constexpr int K_STEPS = TILE_K / WGMMA_K;  // k-steps per stage
+    static constexpr int ACC_PER_ATOM = WGMMA_M * WGMMA_N / WARPGROUP_THREADS;  // fp32 regs
+
+    using Storage = SharedStorage<TILE_M, TILE_N, TILE_K, STAGES>;
+    using Scheduler = GroupedTileScheduler<TILE_M, TILE_N, GROUP_M>;
+    using Epilogue = ge::epilogue::BiasScaleResidual;
+
+    static constexpr uint32_t SMEM_BYTES = kSmemBytes<TILE_M, TILE_N, TILE_K, STAGES>;
+    // Named barrier ids (0 is __syncthreads): ORDER_BARRIER + c is "consumer c may start its mainloop".
+    static constexpr uint32_t ORDER_BARRIER = 1;
+    static constexpr uint32_t ORDER_BARRIER_THREADS = 2 * WARPGROUP_THREADS;
+
+    static_assert(TILE_N == 128, "the wgmma wrapper is m64n128k8");
+    static_assert(TILE_M % WGMMA_M == 0, "TILE_M: multiple of 64 (one warpgroup wgmma)");
+    static_assert(TILE_M <= 256 && TILE_N <= 256, "TMA boxDim is at most 256 per dimension");
+    static_assert(SMEM_BYTES <= 232448, "dynamic smem above the sm_90 per-CTA limit (227 KiB)");
+};
+
+// Position in the stage ring: stage index and the parity of its current phase.
+struct PipelineState {
+    uint32_t stage;
+    uint32_t phase;
+
+    template <int STAGES>
+    __device__ __forceinline__ static PipelineState at(uint64_t iteration) {
+        return {static_cast<uint32_t>(iteration % STAGES), static_cast<uint32_t>((iteration / STAGES) & 1)};
+    }
+    template <int STAGES>
+    __device__ __forceinline__ void advance() {
+        if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+        }
+    }
+};
+
+// Producer (one thread): every k-block of every tile of this CTA, in the consumers' order.
+template <class Cfg>
+__device__ __forceinline__ void produce(const GeSm90Params &p, typename Cfg::Storage &s,
+                                        const typename Cfg::Scheduler &sched, int k_tiles, int first_tile,
+                                        int tile_stride) {
+    PipelineState pipe{0, 0};
+    for (int id = first_tile; id < sched.num_tiles; id += tile_stride) {
+        const auto tile = sched.tile(id);
+        for (int kb = 0; kb < k_tiles; ++kb) {
+            ptx::mbarrier_wait(&s.empty[pipe.stage], pipe.phase ^ 1);  // first lap passes at once
+            ptx::mbarrier_arrive_expect_tx(&s.full[pipe.stage], Cfg::Storage::kStageBytes);
+            // (TILE_M, TILE_K) of X at (m0, k0); (TILE_N, TILE_K) of W at (n0, k0). OOB -> zeros.
+            ptx::tma_load_2d(s.a[pipe.stage], &p.x_map, &s.full[pipe.stage], kb * Cfg::TILE_K, tile.m0);
+            ptx::tma_load_2d(s.b[pipe.stage], &p.w_map, &s.full[pipe.stage], kb * Cfg::TILE_K, tile.n0);
+            pipe.template advance<Cfg::STAGES>();
+        }
+    }
+}
+
+// Mainloop of one consumer tile: acc[ma] = X(m0 + 64 ma .. +64, :) * W(n0 .. +TILE_N, :)^T.
+// Returns with the last stage still held (released by the caller after wgmma_wait_group<0>).
+template <class Cfg>
+__device__ __forceinline__ uint32_t mma_tile(typename Cfg::Storage &s, PipelineState &pipe, int k_tiles,
+                                             float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM], int lane) {
+    uint32_t held_stage = 0;
+    for (int kb = 0; kb < k_tiles; ++kb) {
+        ptx::mbarrier_wait(&s.full[pipe.stage], pipe.phase);
+        const uint64_t desc_a = make_desc_k_major_sw128(ptx::smem_u32(s.a[pipe.stage]));  // (TILE_M, TILE_K)
+        const uint64_t desc_b = make_desc_k_major_sw128(ptx::smem_u32(s.b[pipe.stage]));  // (TILE_N, TILE_K)
+        ptx::wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < Cfg::K_STEPS; ++ks) {
+#pragma unroll
+            for (int ma = 0; ma < Cfg::M_ATOMS; ++ma) {
+                // A: rows 64*ma.. of the tile (64 rows * 128 B apart), k-step ks (32 B along the row).
+                const uint64_t a = desc_advance(desc_a, ma * Cfg::WGMMA_M * 128 + ks * Cfg::WGMMA_K * 4);
+                const uint64_t b = desc_advance(desc_b, ks * Cfg::WGMMA_K * 4);
+                ptx::wgmma_m64n128k8_tf32(acc[ma], a, b, (kb | ks) != 0);
+            }
+        }
+        ptx::wgmma_commit_group();
+        // Keep this k-block's group in flight; the previous one is done, so free its stage.
+        ptx::wgmma_wait_group<1>();
+        if (kb > 0 && lane == 0) ptx::mbarrier_arrive(&s.empty[held_stage]);
+        held_stage = pipe.stage;
+        pipe.template advance<Cfg::STAGES>();
+    }
+    return held_stage;
+}
+
+// Epilogue of one consumer tile, straight from the wgmma accumulator fragment to global.
+// Fragment of m64nNk8 (per warp w, lane l): element [i*4 + h*2 + j] is row 16w + l/4 + 8h,
+// column 8i + 2(l%4) + j of the 64 x N atom.
+template <class Cfg>
+__device__ __forceinline__ void store_tile(const GeProblem &prob, int m0, int n0,
+                                           const float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM], int warp,
+                                           int lane, bool vec2) {
+    const auto epi = Cfg::Epilogue::from(prob);
+    const int row_base = m0 + warp * 16 + lane / 4;
+    const int col_base = n0 + (lane % 4) * 2;
+#pragma unroll
+    for (int i = 0; i < Cfg::WGMMA_N / 8; ++i) {
+        const int col = col_base + i * 8;
+        if (col >= prob.n) continue;
+        const bool has1 = col + 1 < prob.n;
+        const float b0 = epi.bias_at(col);
+        const float b1 = has1 ? epi.bias_at(col + 1) : 0.0f;
+#pragma unroll
+        for (int ma = 0; ma < Cfg::M_ATOMS; ++ma) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = row_base + ma * Cfg::WGMMA_M + h * 8;
+                if (row >= prob.m) continue;
+                const float v0 = epi(acc[ma][i * 4 + h * 2 + 0], b0);
+                const float v1 = epi(acc[ma][i * 4 + h * 2 + 1], b1);
+                float *dst = prob.out + static_cast<int64_t>(row) * prob.ldo + col;
+                if (vec2 && has1) {
+                    *reinterpret_cast<float2 *>(dst) = make_float2(v0, v1);
+                } else {
+                    dst[0] = v0;
+                    if (has1) dst[1] = v1;
+                }
+            }
+        }
+    }
+}
+
+// Consumer warpgroup `consumer` (0 or 1): tiles j = consumer, consumer + 2, ... of this CTA.
+template <class Cfg>
+__device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Storage &s,
+                                        const typename Cfg::Scheduler &sched, int k_tiles, int first_tile,
+                                        int tile_stride, int consumer, int warp, int lane) {
+    const GeProblem &prob = p.problem;
+    const bool vec2 = (prob.ldo % 2 == 0) && ((reinterpret_cast<uintptr_t>(prob.out) & 7) == 0);
+    for (int j = consumer;; j += Cfg::CONSUMERS) {
+        const int id = first_tile + j * tile_stride;
+        if (id >= sched.num_tiles) break;
+        const auto tile = sched.tile(id);
+        // The ring is shared: tile j starts at ring iteration j * k_tiles.
+        PipelineState pipe = PipelineState::at<Cfg::STAGES>(static_cast<uint64_t>(j) * k_tiles);
+
+        // Wait for the other consumer to finish issuing its mainloop (none before tile 0).
+        if (j > 0) ptx::named_barrier_sync(Cfg::ORDER_BARRIER + consumer, Cfg::ORDER_BARRIER_THREADS);
+
+        float acc[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM];
+        const uint32_t held_stage = mma_tile<Cfg>(s, pipe, k_tiles, acc, lane);
+
+        // Hand the tensor cores to the other consumer, if it has a next tile (arrivals must match waits).
+        if (first_tile + (j + 1) * tile_stride < sched.num_tiles)
+            ptx::named_barrier_arrive(Cfg::ORDER_BARRIER + (consumer ^ 1), Cfg::ORDER_BARRIER_THREADS);
+
+        ptx::wgmma_wait_group<0>();
+#pragma unroll
+        for (int ma = 0; ma < Cfg::M_ATOMS; ++ma)
+#pragma unroll
+            for (int r = 0; r < Cfg::ACC_PER_ATOM; ++r) ptx::fence_operand(acc[ma][r]);
+        if (lane == 0) ptx::mbarrier_arrive(&s.empty[held_stage]);
+
+        store_tile<Cfg>(prob, tile.m0, tile.n0, acc, warp, lane, vec2);
+    }
+}
+
+// The whole kernel body; the __global__ entry passes its thread/block indices.
+template <class Cfg>
+__device__ __forceinline__ void pingpong_gemm(const GeSm90Params &p, uint8_t *smem_raw, int thread_idx,
+                                              int block_idx, int grid_size) {
+    // Align the dynamic smem base to a swizzle atom (SMEM_BYTES includes this slack).
+    const uint32_t misalign = ptx::smem_u32(smem_raw) & (kSwizzleAtomBytes - 1);
+    auto &s = *reinterpret_cast<typename Cfg::Storage *>(smem_raw + ((kSwizzleAtomBytes - misalign) & (kSwizzleAtomBytes - 1)));
+
+    const int warpgroup = thread_idx / Cfg::WARPGROUP_THREADS;
+    const int wg_thread = thread_idx % Cfg::WARPGROUP_THREADS;
+    const int warp = wg_thread / 32;
+    const int lane = wg_thread % 32;
+
+    if (thread_idx == 0) {
+        for (int i = 0; i < Cfg::STAGES; ++i) {
+            ptx::mbarrier_init(&s.full[i], 1);  // producer's arrive_expect_tx; TMA completes the bytes
+            ptx::mbarrier_init(&s.empty[i], Cfg::WARPGROUP_THREADS / 32);  // one per consumer warp
+        }
+        ptx::fence_barrier_init();
+        ptx::prefetch_tensormap(&p.x_map);
+        ptx::prefetch_tensormap(&p.w_map);
+    }
+    __syncthreads();
+
+    const typename Cfg::Scheduler sched(p.problem.m, p.problem.n);
+    const int k_tiles = (p.problem.k + Cfg::TILE_K - 1) / Cfg::TILE_K;
+
+    if (warpgroup == 0) {
+        ptx::setmaxnreg_dec<Cfg::PRODUCER_REGS>();
+        if (wg_thread == 0) produce<Cfg>(p, s, sched, k_tiles, block_idx, grid_size);
+    } else {
+        ptx::setmaxnreg_inc<Cfg::CONSUMER_REGS>();
+        consume<Cfg>(p, s, sched, k_tiles, block_idx, grid_size, warpgroup - 1, warp, lane);
+    }
+}
+
+}  // namespace ge::sm90

@@ -1,0 +1,59 @@
+// Shared-memory layout of the operand stages and the wgmma matrix descriptors that read it.
+//
+// Each operand tile is (ROWS, TILE_K = 32) fp32, K-major, written by TMA with SWIZZLE_128B:
+// one 128-byte row per M (or N) index, 8 rows = one 1024-byte swizzle atom. wgmma reads it
+// through a descriptor with the same 128B swizzle, so no bank conflicts and no repacking.
+#pragma once
+
+#include <cstdint>
+
+namespace ge::sm90 {
+
+// Bytes of one 128B swizzle atom (8 rows x 128 B); every tile starts on one of these so that
+// the hardware's address-based swizzle matches TMA's (descriptor base_offset stays 0).
+inline constexpr uint32_t kSwizzleAtomBytes = 1024;
+
+// wgmma shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"):
+//   bits  0-13  start address >> 4
+//   bits 16-29  leading-dimension byte offset >> 4 (unused for swizzled K-major; set to 1)
+//   bits 32-45  stride-dimension byte offset >> 4 (next 8-row core-matrix group: 1024 B)
+//   bits 49-51  base offset (0: tiles are 1024-byte aligned)
+//   bits 62-63  swizzle mode (1 = 128B)
+__device__ __forceinline__ uint64_t make_desc_k_major_sw128(uint32_t smem_addr) {
+    uint64_t desc = 0;
+    desc |= static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4);
+    desc |= static_cast<uint64_t>(1) << 16;
+    desc |= static_cast<uint64_t>(kSwizzleAtomBytes >> 4) << 32;
+    desc |= static_cast<uint64_t>(1) << 62;
+    return desc;
+}
+
+// Advancing along K inside the 128-byte swizzled row is a plain start-address offset
+// (the swizzle is applied to the final address), in 16-byte descriptor units.
+__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
+
+// The CTA's dynamic shared memory, carved from a 1024-byte aligned base:
+//   a[s]: (TILE_M, TILE_K) fp32, 128B-swizzled, stage s
+//   b[s]: (TILE_N, TILE_K) fp32, 128B-swizzled, stage s
+//   full[s]  : TMA -> consumers ("stage s holds data"), 1 arrival + tx bytes
+//   empty[s] : consumers -> producer ("stage s may be overwritten"), one arrival per consumer warp
+template <int TILE_M, int TILE_N, int TILE_K, int STAGES>
+struct SharedStorage {
+    static constexpr uint32_t kABytes = TILE_M * TILE_K * sizeof(float);
+    static constexpr uint32_t kBBytes = TILE_N * TILE_K * sizeof(float);
+    static constexpr uint32_t kStageBytes = kABytes + kBBytes;  // expect-tx per stage
+    static_assert(TILE_K * sizeof(float) == 128, "TILE_K must span exactly one 128B swizzle row");
+    static_assert(kABytes % kSwizzleAtomBytes == 0 && kBBytes % kSwizzleAtomBytes == 0,
+                  "tiles must be whole swizzle atoms to keep every stage 1024-byte aligned");
+
+    alignas(1024) float a[STAGES][TILE_M * TILE_K];
+    alignas(1024) float b[STAGES][TILE_N * TILE_K];
+    uint64_t full[STAGES];
+    uint64_t empty[STAGES];
+};
+
+// Dynamic smem bytes the host must provide: the storage plus slack for aligning the base to 1024.
+template <int TILE_M, int TILE_N, int TILE_K, int STAGES>
+inline constexpr uint32_t kSmemBytes = sizeof(SharedStorage<TILE_M, TILE_N, TILE_K, STAGES>) + kSwizzleAtomBytes;
+
+}  // namespace ge::sm90

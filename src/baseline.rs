@@ -1,0 +1,138 @@
+//! What a user would do without this crate, for tests and benchmarks to compare against:
+//! cuBLAS's TF32 GEMM (`cublasGemmEx`, `CUBLAS_COMPUTE_32F_FAST_TF32`) writing `acc` into `out`,
+//! then one vectorised elementwise kernel of ours applying the same epilogue functor in a second
+//! pass over `out`. Same math and rounding as the fused kernel for the same `acc`; one extra
+//! read and write of the output.
+
+use std::sync::Arc;
+
+use cudarc::cublas::{sys as blas, CudaBlas};
+use cudarc::driver::{CudaStream, CudaView, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+
+use crate::error::{Error, Result};
+use crate::gemm::FusedGemm;
+use crate::matrix::{MatrixMut, MatrixRef};
+use crate::sys::GeElementwiseParams;
+
+/// cuBLAS TF32 GEMM + our elementwise epilogue, on one stream.
+#[derive(Debug)]
+pub struct CublasBaseline {
+    blas: CudaBlas,
+    stream: Arc<CudaStream>,
+    gemm: FusedGemm,
+}
+
+impl CublasBaseline {
+    /// A cuBLAS handle on `stream`; `gemm` supplies the elementwise kernel and the validation.
+    pub fn new(gemm: &FusedGemm, stream: Arc<CudaStream>) -> Result<Self> {
+        gemm.check_stream(&stream)?;
+        Ok(Self { blas: CudaBlas::new(stream.clone())?, stream, gemm: gemm.clone() })
+    }
+
+    /// The stream every call runs on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// `out = x·wᵀ` with cuBLAS TF32 tensor cores (no bias, no epilogue): the ceiling to beat.
+    pub fn gemm(&self, x: &MatrixRef<'_>, w: &MatrixRef<'_>, out: &mut MatrixMut<'_>) -> Result<()> {
+        let shape = self.gemm.validate(x, w, None, out)?;
+        if shape.m == 0 || shape.n == 0 {
+            return Ok(());
+        }
+        let int = |what: &'static str, v: usize| -> Result<i32> {
+            i32::try_from(v.max(1)).map_err(|_| Error::DimensionTooLarge { what, value: v, max: i32::MAX as usize })
+        };
+        let (ldx, ldw, ldo) = (int("ldx (cuBLAS)", x.ld)?, int("ldw (cuBLAS)", w.ld)?, int("ldo (cuBLAS)", out.ld)?);
+        let stream = self.stream.clone();
+        let (x_ptr, _xg) = x.data.device_ptr(&stream);
+        let (w_ptr, _wg) = w.data.device_ptr(&stream);
+        let (o_ptr, _og) = out.data.device_ptr_mut(&stream);
+        let (one, zero) = (1.0f32, 0.0f32);
+        // Row-major out (M × N) is column-major outᵀ (N × M) = W (N × K) · Xᵀ (K × M): cuBLAS sees
+        // W as a column-major K × N matrix (op T) and X as a column-major K × M matrix (op N).
+        // SAFETY: validated extents; live device buffers ordered on `stream` by the guards;
+        // alpha/beta are host pointers (cuBLAS's default pointer mode).
+        unsafe {
+            cudarc::cublas::result::gemm_ex(
+                *self.blas.handle(),
+                blas::cublasOperation_t::CUBLAS_OP_T,
+                blas::cublasOperation_t::CUBLAS_OP_N,
+                shape.n as i32,
+                shape.m as i32,
+                shape.k as i32,
+                (&one as *const f32).cast(),
+                w_ptr as *const _,
+                blas::cudaDataType::CUDA_R_32F,
+                ldw,
+                x_ptr as *const _,
+                blas::cudaDataType::CUDA_R_32F,
+                ldx,
+                (&zero as *const f32).cast(),
+                o_ptr as *mut _,
+                blas::cudaDataType::CUDA_R_32F,
+                ldo,
+                blas::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+                blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }?;
+        Ok(())
+    }
+
+    /// The second pass alone: `out = ((out + b) * s) + (out + b)` in place.
+    pub fn elementwise(&self, bias: Option<&CudaView<'_, f32>>, scale: f32, out: &mut MatrixMut<'_>) -> Result<()> {
+        let (m, n) = (out.rows, out.cols);
+        if let Some(b) = bias {
+            if b.len() != n {
+                return Err(Error::ShapeMismatch { what: "bias.len() (N) vs out.cols (N)", expected: n, found: b.len() });
+            }
+        }
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        if m > i32::MAX as usize || n > i32::MAX as usize {
+            return Err(Error::DimensionTooLarge { what: "out rows/cols", value: m.max(n), max: i32::MAX as usize });
+        }
+        if out.ld < n || (m - 1).saturating_mul(out.ld).saturating_add(n) > out.data.len() {
+            return Err(Error::BufferTooSmall { operand: crate::Operand::Out, needed: (m - 1).saturating_mul(out.ld).saturating_add(n), len: out.data.len() });
+        }
+        let stream = self.stream.clone();
+        let (b_ptr, _bg) = match bias {
+            Some(b) => {
+                let (p, g) = b.device_ptr(&stream);
+                (p, Some(g))
+            }
+            None => (0, None),
+        };
+        let (o_ptr, _og) = out.data.device_ptr_mut(&stream);
+        let params = GeElementwiseParams {
+            out: o_ptr as *mut f32,
+            bias: b_ptr as *const f32,
+            ldo: out.ld as i64,
+            m: m as i32,
+            n: n as i32,
+            scale,
+        };
+        let blocks = (self.gemm.device().sm_count * 8).max(1);
+        let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        let mut launch = stream.launch_builder(self.gemm.elementwise_function());
+        launch.arg(&params);
+        // SAFETY: params match the kernel's `const GeElementwiseParams`; extents validated above.
+        unsafe { launch.launch(cfg) }?;
+        Ok(())
+    }
+
+    /// cuBLAS GEMM then the elementwise pass: the unfused `linear(x) * s + linear(x)`.
+    pub fn linear_scale_residual(
+        &self,
+        x: &MatrixRef<'_>,
+        w: &MatrixRef<'_>,
+        bias: Option<&CudaView<'_, f32>>,
+        scale: f32,
+        out: &mut MatrixMut<'_>,
+    ) -> Result<()> {
+        self.gemm.validate(x, w, bias, out)?;
+        self.gemm(x, w, out)?;
+        self.elementwise(bias, scale, out)
+    }
+}

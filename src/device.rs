@@ -1,0 +1,55 @@
+//! Opening a CUDA context without panicking, and the device facts dispatch needs.
+
+use std::sync::Arc;
+
+use cudarc::driver::{sys, CudaContext};
+
+use crate::error::{Error, Result};
+
+/// Opens the primary context of device `ordinal`.
+///
+/// Unlike `CudaContext::new`, which panics when `libcuda` cannot be loaded, this returns
+/// [`Error::NoDriver`] on a machine without the NVIDIA driver and [`Error::NoDevice`] when the
+/// driver sees no such device. Use it to skip GPU work gracefully.
+pub fn cuda_context(ordinal: usize) -> Result<Arc<CudaContext>> {
+    // SAFETY: only tries to dlopen libcuda; no CUDA call is made.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(Error::NoDriver);
+    }
+    let count = match CudaContext::device_count() {
+        Ok(n) => n.max(0) as usize,
+        Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_NO_DEVICE => 0,
+        Err(e) => return Err(e.into()),
+    };
+    if ordinal >= count {
+        return Err(Error::NoDevice { ordinal, count });
+    }
+    Ok(CudaContext::new(ordinal)?)
+}
+
+/// What kernel selection needs to know about a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// Compute capability (major, minor), e.g. (9, 0) for H100/H200.
+    pub compute_capability: (i32, i32),
+    /// Streaming multiprocessors.
+    pub sm_count: u32,
+    /// Largest dynamic shared memory a block may opt into, in bytes.
+    pub max_smem_per_block: u32,
+}
+
+impl DeviceInfo {
+    pub(crate) fn query(ctx: &CudaContext) -> Result<Self> {
+        use sys::CUdevice_attribute::*;
+        let compute_capability = ctx.compute_capability()?;
+        let sm_count = ctx.attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+        let max_smem_per_block =
+            ctx.attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
+        Ok(Self { compute_capability, sm_count, max_smem_per_block })
+    }
+
+    /// True on sm_90 (H100, H200, GH200): the only chips the sm_90a wgmma kernels run on.
+    pub fn is_hopper(&self) -> bool {
+        self.compute_capability == (9, 0)
+    }
+}

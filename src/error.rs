@@ -1,0 +1,167 @@
+//! Every way a call can refuse or fail. Validation errors are returned before anything is
+//! launched or written; driver and cuBLAS errors carry the raw status.
+
+use std::fmt;
+
+use cudarc::cublas::result::CublasError;
+use cudarc::driver::DriverError;
+
+use crate::kernels::Kernel;
+
+/// Which argument of a call an error is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operand {
+    /// The input `X` (M × K).
+    X,
+    /// The weight `W` (N × K).
+    W,
+    /// The bias `b` (N).
+    Bias,
+    /// The output (M × N).
+    Out,
+}
+
+impl fmt::Display for Operand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Operand::X => "x",
+            Operand::W => "w",
+            Operand::Bias => "bias",
+            Operand::Out => "out",
+        })
+    }
+}
+
+/// The crate's error type.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// `libcuda` (the NVIDIA driver library) could not be loaded on this machine.
+    NoDriver,
+    /// The driver loaded but has no device with this ordinal.
+    NoDevice {
+        /// The ordinal asked for.
+        ordinal: usize,
+        /// How many devices the driver reports.
+        count: usize,
+    },
+    /// The device is older than sm_80 (Ampere), which the TF32 tensor-core kernels need.
+    UnsupportedDevice {
+        /// Compute capability, major.
+        major: i32,
+        /// Compute capability, minor.
+        minor: i32,
+    },
+    /// Two dimensions that must agree do not (e.g. X's columns and W's columns, both K).
+    ShapeMismatch {
+        /// Which dimension, in words ("x.cols (K) vs w.cols (K)").
+        what: &'static str,
+        /// What the other operands imply.
+        expected: usize,
+        /// What this operand has.
+        found: usize,
+    },
+    /// A dimension does not fit the kernels' 32-bit shape fields (or the launch grid).
+    DimensionTooLarge {
+        /// Which dimension.
+        what: &'static str,
+        /// Its value.
+        value: usize,
+        /// The largest accepted.
+        max: usize,
+    },
+    /// A leading dimension (row stride, in elements) is smaller than the row width.
+    LeadingDimension {
+        /// The operand.
+        operand: Operand,
+        /// Its leading dimension.
+        ld: usize,
+        /// Its number of columns.
+        cols: usize,
+    },
+    /// A buffer is too short for `rows` rows of stride `ld` (the last row needs only `cols`).
+    BufferTooSmall {
+        /// The operand.
+        operand: Operand,
+        /// Elements the shape needs: `(rows - 1) * ld + cols`.
+        needed: usize,
+        /// Elements the buffer has.
+        len: usize,
+    },
+    /// A buffer or the stream belongs to another CUDA context than the loaded kernels.
+    WrongContext {
+        /// The operand (`None`: the stream).
+        operand: Option<Operand>,
+    },
+    /// A kernel was forced that cannot run these arguments on this device.
+    KernelUnavailable {
+        /// The kernel asked for.
+        kernel: Kernel,
+        /// Why it cannot run.
+        reason: &'static str,
+    },
+    /// A CUDA driver call failed.
+    Driver(DriverError),
+    /// A cuBLAS call failed (baselines only).
+    Cublas(CublasError),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NoDriver => write!(
+                f,
+                "the CUDA driver library (libcuda.so.1) could not be loaded: no NVIDIA driver on this machine"
+            ),
+            Error::NoDevice { ordinal, count } => {
+                write!(f, "no CUDA device with ordinal {ordinal} (the driver reports {count})")
+            }
+            Error::UnsupportedDevice { major, minor } => write!(
+                f,
+                "device is sm_{major}{minor}; the TF32 tensor-core kernels need sm_80 or newer"
+            ),
+            Error::ShapeMismatch { what, expected, found } => {
+                write!(f, "shape mismatch: {what}: expected {expected}, found {found}")
+            }
+            Error::DimensionTooLarge { what, value, max } => {
+                write!(f, "{what} = {value} is too large (at most {max})")
+            }
+            Error::LeadingDimension { operand, ld, cols } => write!(
+                f,
+                "{operand}: leading dimension {ld} is smaller than its {cols} columns"
+            ),
+            Error::BufferTooSmall { operand, needed, len } => write!(
+                f,
+                "{operand}: buffer holds {len} elements but the shape and leading dimension need {needed}"
+            ),
+            Error::WrongContext { operand: Some(op) } => {
+                write!(f, "{op} lives in another CUDA context than the loaded kernels")
+            }
+            Error::WrongContext { operand: None } => {
+                write!(f, "the stream belongs to another CUDA context than the loaded kernels")
+            }
+            Error::KernelUnavailable { kernel, reason } => {
+                write!(f, "kernel {} cannot run here: {reason}", kernel.name())
+            }
+            Error::Driver(e) => write!(f, "CUDA driver error: {e:?}"),
+            Error::Cublas(e) => write!(f, "cuBLAS error: {e:?}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<DriverError> for Error {
+    fn from(e: DriverError) -> Self {
+        Error::Driver(e)
+    }
+}
+
+impl From<CublasError> for Error {
+    fn from(e: CublasError) -> Self {
+        Error::Cublas(e)
+    }
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

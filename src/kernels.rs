@@ -1,0 +1,172 @@
+//! The embedded fatbin, the list of kernels in it, and their launch contracts.
+//!
+//! Every number here comes from `csrc/include/gemm_epilogue.h` through [`crate::sys`]; the entry
+//! point names are the `extern "C"` symbols in `csrc/sm80/entries.cuh` and `csrc/sm90/entries.cuh`
+//! (a test checks each name is in the image).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
+use cudarc::nvrtc::Ptx;
+
+use crate::device::DeviceInfo;
+use crate::error::Result;
+use crate::sys;
+
+/// The fatbin nvcc built from `csrc/kernels.cu`: SASS for sm_80 and sm_90a, PTX for newer chips.
+pub static FATBIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/gemm_epilogue.fatbin"));
+
+/// The two kernel families.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// `cp.async` multistage pipeline + `mma.sync.m16n8k8` TF32 (sm_80 and newer; any shape).
+    MmaSync,
+    /// TMA loads + warp-specialised persistent `wgmma` TF32 (sm_90 only; TMA-compatible operands).
+    TmaWgmma,
+}
+
+/// Every kernel in the fatbin. Pick one with [`crate::Dispatch::Force`], or let dispatch choose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Kernel {
+    /// mma.sync, 128×128×32 CTA tile, 3 stages, 16-byte loads (aligned operands, K % 4 == 0).
+    Sm80Large,
+    /// mma.sync, 128×128×32 CTA tile, 3 stages, 4-byte loads (any shape and alignment).
+    Sm80LargeScalar,
+    /// mma.sync, 64×64×32 CTA tile, 4 stages, 16-byte loads: small problems.
+    Sm80Small,
+    /// mma.sync, 64×64×32 CTA tile, 4 stages, 4-byte loads: small problems, any shape.
+    Sm80SmallScalar,
+    /// TMA + wgmma ping-pong, 128×128×32 tile per consumer warpgroup, persistent (sm_90).
+    Sm90Pingpong,
+}
+
+/// How a kernel is launched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Spec {
+    pub name: &'static str,
+    pub family: Family,
+    pub tile_m: u32,
+    pub tile_n: u32,
+    pub tile_k: u32,
+    pub stages: u32,
+    pub threads: u32,
+    pub smem_bytes: u32,
+    /// Needs k % 4 == 0, 16-byte-aligned x/w and leading dimensions that are multiples of 4.
+    pub needs_vec4: bool,
+}
+
+const fn sm80(name: &'static str, m: u32, n: u32, k: u32, stages: u32, threads: u32, vec4: bool) -> Spec {
+    Spec {
+        name,
+        family: Family::MmaSync,
+        tile_m: m,
+        tile_n: n,
+        tile_k: k,
+        stages,
+        threads,
+        smem_bytes: stages * (m + n) * k * 4,
+        needs_vec4: vec4,
+    }
+}
+
+impl Kernel {
+    /// All kernels, in the order dispatch prefers them.
+    pub const ALL: [Kernel; 5] = [
+        Kernel::Sm90Pingpong,
+        Kernel::Sm80Large,
+        Kernel::Sm80Small,
+        Kernel::Sm80LargeScalar,
+        Kernel::Sm80SmallScalar,
+    ];
+
+    pub(crate) const fn spec(self) -> Spec {
+        use sys::*;
+        match self {
+            Kernel::Sm80Large => sm80("ge_sm80_tf32_128x128x32_s3_vec4", GE_SM80_LARGE_TILE_M, GE_SM80_LARGE_TILE_N, GE_SM80_LARGE_TILE_K, GE_SM80_LARGE_STAGES, GE_SM80_LARGE_THREADS, true),
+            Kernel::Sm80LargeScalar => sm80("ge_sm80_tf32_128x128x32_s3_scalar", GE_SM80_LARGE_TILE_M, GE_SM80_LARGE_TILE_N, GE_SM80_LARGE_TILE_K, GE_SM80_LARGE_STAGES, GE_SM80_LARGE_THREADS, false),
+            Kernel::Sm80Small => sm80("ge_sm80_tf32_64x64x32_s4_vec4", GE_SM80_SMALL_TILE_M, GE_SM80_SMALL_TILE_N, GE_SM80_SMALL_TILE_K, GE_SM80_SMALL_STAGES, GE_SM80_SMALL_THREADS, true),
+            Kernel::Sm80SmallScalar => sm80("ge_sm80_tf32_64x64x32_s4_scalar", GE_SM80_SMALL_TILE_M, GE_SM80_SMALL_TILE_N, GE_SM80_SMALL_TILE_K, GE_SM80_SMALL_STAGES, GE_SM80_SMALL_THREADS, false),
+            Kernel::Sm90Pingpong => Spec {
+                name: "ge_sm90_tf32_128x128x32_s6_pingpong",
+                family: Family::TmaWgmma,
+                tile_m: GE_SM90_PINGPONG_TILE_M,
+                tile_n: GE_SM90_PINGPONG_TILE_N,
+                tile_k: GE_SM90_PINGPONG_TILE_K,
+                stages: GE_SM90_PINGPONG_STAGES,
+                threads: GE_SM90_PINGPONG_THREADS,
+                smem_bytes: GE_SM90_PINGPONG_SMEM_BYTES,
+                needs_vec4: true,
+            },
+        }
+    }
+
+    /// The `extern "C"` symbol in the fatbin.
+    pub const fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    /// The family the kernel belongs to.
+    pub const fn family(self) -> Family {
+        self.spec().family
+    }
+
+    /// CTA (or, for ping-pong, consumer-warpgroup) tile: (M, N, K).
+    pub const fn tile(self) -> (u32, u32, u32) {
+        let s = self.spec();
+        (s.tile_m, s.tile_n, s.tile_k)
+    }
+
+    /// Why this kernel cannot run on `device` at all, if it cannot.
+    pub(crate) fn unsupported_on(self, device: &DeviceInfo) -> Option<&'static str> {
+        let spec = self.spec();
+        if spec.family == Family::TmaWgmma && !device.is_hopper() {
+            return Some("the TMA + wgmma kernels are built for sm_90a and need an sm_90 device");
+        }
+        if spec.smem_bytes > device.max_smem_per_block {
+            return Some("the device has too little shared memory per block for this tile");
+        }
+        None
+    }
+}
+
+impl fmt::Display for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The fatbin loaded into one context, with every kernel the device can run looked up and its
+/// shared-memory limit raised once.
+pub(crate) struct LoadedKernels {
+    pub ctx: Arc<CudaContext>,
+    pub device: DeviceInfo,
+    _module: Arc<CudaModule>,
+    functions: HashMap<Kernel, CudaFunction>,
+    pub elementwise: CudaFunction,
+}
+
+impl LoadedKernels {
+    pub fn load(ctx: &Arc<CudaContext>, device: DeviceInfo) -> Result<Self> {
+        let module = ctx.load_module(Ptx::from_binary(FATBIN.to_vec()))?;
+        let mut functions = HashMap::new();
+        for kernel in Kernel::ALL {
+            if kernel.unsupported_on(&device).is_some() {
+                continue;
+            }
+            let spec = kernel.spec();
+            let function = module.load_function(spec.name)?;
+            function.set_attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, spec.smem_bytes as i32)?;
+            functions.insert(kernel, function);
+        }
+        let elementwise = module.load_function("ge_elementwise_bias_scale_residual")?;
+        Ok(Self { ctx: ctx.clone(), device, _module: module, functions, elementwise })
+    }
+
+    pub fn function(&self, kernel: Kernel) -> Option<&CudaFunction> {
+        self.functions.get(&kernel)
+    }
+}

@@ -1,0 +1,107 @@
+//! A layer-like type: `nn.Linear(in_features, out_features)` followed by `y*s + y`, fused.
+
+use cudarc::driver::{CudaSlice, CudaStream};
+
+use crate::error::{Error, Operand, Result};
+use crate::gemm::{FusedGemm, Plan};
+use crate::matrix::{MatrixMut, MatrixRef};
+
+/// Holds the weight `W` (out_features × in_features, row-major, as in PyTorch), an optional bias
+/// and the scale `s`; [`Linear::forward`] computes `(v*s) + v` with `v = x·Wᵀ + b` in one kernel.
+#[derive(Debug)]
+pub struct Linear {
+    gemm: FusedGemm,
+    weight: CudaSlice<f32>,
+    bias: Option<CudaSlice<f32>>,
+    in_features: usize,
+    out_features: usize,
+    scale: f32,
+}
+
+impl Linear {
+    /// Wraps device buffers: `weight` must hold exactly `out_features * in_features` elements
+    /// and `bias`, if any, `out_features`. Both must live in `gemm`'s context.
+    pub fn new(
+        gemm: FusedGemm,
+        weight: CudaSlice<f32>,
+        bias: Option<CudaSlice<f32>>,
+        in_features: usize,
+        out_features: usize,
+        scale: f32,
+    ) -> Result<Self> {
+        let expected = out_features
+            .checked_mul(in_features)
+            .ok_or(Error::DimensionTooLarge { what: "out_features · in_features", value: usize::MAX, max: usize::MAX })?;
+        if weight.len() != expected {
+            return Err(Error::ShapeMismatch { what: "weight.len() vs out_features · in_features", expected, found: weight.len() });
+        }
+        if let Some(b) = &bias {
+            if b.len() != out_features {
+                return Err(Error::ShapeMismatch { what: "bias.len() vs out_features", expected: out_features, found: b.len() });
+            }
+        }
+        let ctx = gemm.context().cu_ctx();
+        if weight.context().cu_ctx() != ctx {
+            return Err(Error::WrongContext { operand: Some(Operand::W) });
+        }
+        if bias.as_ref().is_some_and(|b| b.context().cu_ctx() != ctx) {
+            return Err(Error::WrongContext { operand: Some(Operand::Bias) });
+        }
+        Ok(Self { gemm, weight, bias, in_features, out_features, scale })
+    }
+
+    /// Input width K.
+    pub fn in_features(&self) -> usize {
+        self.in_features
+    }
+    /// Output width N.
+    pub fn out_features(&self) -> usize {
+        self.out_features
+    }
+    /// The scale `s`.
+    pub fn scale(&self) -> f32 {
+        self.scale
+    }
+    /// The weight, out_features × in_features.
+    pub fn weight(&self) -> &CudaSlice<f32> {
+        &self.weight
+    }
+    /// The bias, if any.
+    pub fn bias(&self) -> Option<&CudaSlice<f32>> {
+        self.bias.as_ref()
+    }
+
+    /// `x` is `rows × in_features`, dense. Allocates the `rows × out_features` output on `x`'s
+    /// stream and fills it there (asynchronously; no host synchronisation).
+    pub fn forward(&self, x: &CudaSlice<f32>, rows: usize) -> Result<CudaSlice<f32>> {
+        let stream = x.stream().clone();
+        let x = MatrixRef::from_slice(x, rows, self.in_features);
+        let len = rows
+            .checked_mul(self.out_features)
+            .ok_or(Error::DimensionTooLarge { what: "rows · out_features", value: usize::MAX, max: usize::MAX })?;
+        // Validate before allocating, so a bad call allocates nothing.
+        self.check_input(&x)?;
+        // SAFETY: every one of the rows × out_features elements is written by the kernel before
+        // anything can read it (stream order); on a launch error the buffer is dropped unread.
+        let mut out = unsafe { stream.alloc::<f32>(len.max(1)) }?;
+        let mut out_view = MatrixMut::new(out.slice_mut(0..len), rows, self.out_features);
+        self.forward_into(&stream, &x, &mut out_view)?;
+        Ok(out)
+    }
+
+    /// Like [`Linear::forward`] into a caller-provided (possibly strided) output, on `stream`,
+    /// without allocating. Returns the plan that ran (`None` when there was nothing to do).
+    pub fn forward_into(&self, stream: &CudaStream, x: &MatrixRef<'_>, out: &mut MatrixMut<'_>) -> Result<Option<Plan>> {
+        let w = MatrixRef::from_slice(&self.weight, self.out_features, self.in_features);
+        let bias = self.bias.as_ref().map(|b| b.as_view());
+        self.gemm.run(stream, x, &w, bias.as_ref(), self.scale, out)
+    }
+
+    fn check_input(&self, x: &MatrixRef<'_>) -> Result<()> {
+        let expected = x.rows().saturating_mul(self.in_features);
+        if x.data.len() != expected {
+            return Err(Error::ShapeMismatch { what: "x.len() vs rows · in_features", expected, found: x.data.len() });
+        }
+        Ok(())
+    }
+}

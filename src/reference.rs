@@ -1,0 +1,67 @@
+//! The CPU reference: the same function in f64, for checking the GPU results.
+//!
+//! `value` is the exact-ish result; `magnitude` = (1 + |s|) · (Σ_k |x||w| + |b|) is the scale the
+//! rounding error of any fp32/TF32 evaluation is proportional to, so tests can bound the error
+//! per element: |out − value| ≤ c · u · magnitude (u = 2⁻¹¹ for TF32 round-to-nearest inputs).
+
+/// A row-major host matrix view: `rows × cols` at stride `ld`.
+#[derive(Clone, Copy, Debug)]
+pub struct HostMatrix<'a> {
+    /// The elements.
+    pub data: &'a [f32],
+    /// Rows.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+    /// Row stride in elements.
+    pub ld: usize,
+}
+
+impl<'a> HostMatrix<'a> {
+    /// A dense view.
+    pub fn new(data: &'a [f32], rows: usize, cols: usize) -> Self {
+        Self { data, rows, cols, ld: cols }
+    }
+    fn row(&self, r: usize) -> &'a [f32] {
+        &self.data[r * self.ld..r * self.ld + self.cols]
+    }
+}
+
+/// One reference element and its error scale.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RefElement {
+    /// (v·s) + v with v = Σ x·w + b, in f64.
+    pub value: f64,
+    /// (1 + |s|) · (Σ|x||w| + |b|).
+    pub magnitude: f64,
+}
+
+/// Reference for output element (`row`, `col`). NaN and ±Inf propagate as IEEE arithmetic does.
+pub fn element(x: HostMatrix<'_>, w: HostMatrix<'_>, bias: Option<&[f32]>, scale: f32, row: usize, col: usize) -> RefElement {
+    let (xr, wr) = (x.row(row), w.row(col));
+    let mut v = 0.0f64;
+    let mut mag = 0.0f64;
+    for (a, b) in xr.iter().zip(wr) {
+        let p = *a as f64 * *b as f64;
+        v += p;
+        mag += p.abs();
+    }
+    if let Some(b) = bias {
+        v += b[col] as f64;
+        mag += (b[col] as f64).abs();
+    }
+    let s = scale as f64;
+    RefElement { value: v * s + v, magnitude: (1.0 + s.abs()) * mag }
+}
+
+/// The full M × N reference (dense, row-major). Cost M·N·K: keep it for small problems and use
+/// [`element`] on sampled rows and columns for large ones.
+pub fn linear_scale_residual(x: HostMatrix<'_>, w: HostMatrix<'_>, bias: Option<&[f32]>, scale: f32) -> Vec<RefElement> {
+    let mut out = Vec::with_capacity(x.rows * w.rows);
+    for r in 0..x.rows {
+        for c in 0..w.rows {
+            out.push(element(x, w, bias, scale, r, c));
+        }
+    }
+    out
+}
