@@ -193,30 +193,14 @@ impl FusedGemm {
         Ok(())
     }
 
+    /// Shape, extent and context checks shared by every call (and by the baselines).
     pub(crate) fn validate(&self, x: &MatrixRef<'_>, w: &MatrixRef<'_>, bias: Option<&CudaView<'_, f32>>, out: &MatrixMut<'_>) -> Result<Shape> {
-        let (m, k, n) = (x.rows, x.cols, w.rows);
-        if w.cols != k {
-            return Err(Error::ShapeMismatch { what: "w.cols (K) vs x.cols (K)", expected: k, found: w.cols });
-        }
-        if out.rows != m {
-            return Err(Error::ShapeMismatch { what: "out.rows (M) vs x.rows (M)", expected: m, found: out.rows });
-        }
-        if out.cols != n {
-            return Err(Error::ShapeMismatch { what: "out.cols (N) vs w.rows (N)", expected: n, found: out.cols });
-        }
-        for (what, value) in [("M", m), ("N", n), ("K", k)] {
-            if value > MAX_DIM {
-                return Err(Error::DimensionTooLarge { what, value, max: MAX_DIM });
-            }
-        }
-        check_extent(Operand::X, x.rows, x.cols, x.ld, x.data.len())?;
-        check_extent(Operand::W, w.rows, w.cols, w.ld, w.data.len())?;
-        check_extent(Operand::Out, out.rows, out.cols, out.ld, out.data.len())?;
-        if let Some(b) = bias {
-            if b.len() != n {
-                return Err(Error::ShapeMismatch { what: "bias.len() (N) vs w.rows (N)", expected: n, found: b.len() });
-            }
-        }
+        let shape = validate_shapes(
+            Extent { rows: x.rows, cols: x.cols, ld: x.ld, len: x.data.len() },
+            Extent { rows: w.rows, cols: w.cols, ld: w.ld, len: w.data.len() },
+            bias.map(|b| b.len()),
+            Extent { rows: out.rows, cols: out.cols, ld: out.ld, len: out.data.len() },
+        )?;
         let ctx = self.kernels.ctx.cu_ctx();
         let same = |s: &Arc<CudaStream>| s.context().cu_ctx() == ctx;
         for (op, ok) in [
@@ -229,57 +213,98 @@ impl FusedGemm {
                 return Err(Error::WrongContext { operand: Some(op) });
             }
         }
-        Ok(Shape { m, n, k })
+        Ok(shape)
     }
 
-    /// Chooses the kernel for a validated, non-empty call.
     fn select(&self, s: Shape, x: (u64, usize), w: (u64, usize)) -> Result<Plan> {
-        let device = &self.kernels.device;
-        let vec4 = s.k % 4 == 0 && x.0 % 16 == 0 && w.0 % 16 == 0 && x.1 % 4 == 0 && w.1 % 4 == 0;
-        let tma = vec4 && s.k > 0 && x.1 * 4 < (1 << 40) && w.1 * 4 < (1 << 40);
-        let refusal = |kernel: Kernel| -> Option<&'static str> {
-            if let Some(why) = kernel.unsupported_on(device) {
-                return Some(why);
-            }
-            let spec = kernel.spec();
-            match spec.family {
-                Family::TmaWgmma if !tma => Some("TMA needs K % 4 == 0, K > 0, 16-byte-aligned x and w, and leading dimensions that are multiples of 4"),
-                Family::MmaSync if spec.needs_vec4 && !vec4 => Some("16-byte loads need K % 4 == 0, 16-byte-aligned x and w, and leading dimensions that are multiples of 4"),
-                _ => None,
-            }
-        };
-        let kernel = match self.dispatch {
-            Dispatch::Force(kernel) => match refusal(kernel) {
-                Some(reason) => return Err(Error::KernelUnavailable { kernel, reason }),
-                None => kernel,
-            },
-            Dispatch::Auto => {
-                let large_tiles = tiles(s, Kernel::Sm80Large);
-                let small = large_tiles < device.sm_count as u64;
-                let preference: &[Kernel] = match (small, vec4) {
-                    (false, true) => &[Kernel::Sm90Pingpong, Kernel::Sm80Large, Kernel::Sm80Small],
-                    (true, true) => &[Kernel::Sm90Pingpong, Kernel::Sm80Small],
-                    (false, false) => &[Kernel::Sm80LargeScalar, Kernel::Sm80SmallScalar],
-                    (true, false) => &[Kernel::Sm80SmallScalar],
-                };
-                *preference
-                    .iter()
-                    .find(|k| refusal(**k).is_none())
-                    .ok_or(Error::KernelUnavailable { kernel: preference[0], reason: "no kernel fits this device" })?
-            }
-        };
-        let spec = kernel.spec();
-        let tile_count = tiles(s, kernel);
-        let grid = match spec.family {
-            Family::MmaSync => tile_count,
-            Family::TmaWgmma => tile_count.min(device.sm_count as u64),
-        };
-        if grid > i32::MAX as u64 {
-            return Err(Error::DimensionTooLarge { what: "output tiles (M/TILE_M · N/TILE_N)", value: grid as usize, max: MAX_DIM });
-        }
-        Ok(Plan { kernel, grid: grid as u32, block: spec.threads, smem_bytes: spec.smem_bytes })
+        select(&self.kernels.device, self.dispatch, s, x, w)
     }
 }
+
+/// An operand as validation sees it: `rows × cols` at stride `ld` in a buffer of `len` elements.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Extent {
+    pub rows: usize,
+    pub cols: usize,
+    pub ld: usize,
+    pub len: usize,
+}
+
+/// Checks that x (M×K), w (N×K), bias (N) and out (M×N) agree and fit their buffers.
+pub(crate) fn validate_shapes(x: Extent, w: Extent, bias_len: Option<usize>, out: Extent) -> Result<Shape> {
+    let (m, k, n) = (x.rows, x.cols, w.rows);
+    if w.cols != k {
+        return Err(Error::ShapeMismatch { what: "w.cols (K) vs x.cols (K)", expected: k, found: w.cols });
+    }
+    if out.rows != m {
+        return Err(Error::ShapeMismatch { what: "out.rows (M) vs x.rows (M)", expected: m, found: out.rows });
+    }
+    if out.cols != n {
+        return Err(Error::ShapeMismatch { what: "out.cols (N) vs w.rows (N)", expected: n, found: out.cols });
+    }
+    if let Some(len) = bias_len {
+        if len != n {
+            return Err(Error::ShapeMismatch { what: "bias.len() (N) vs w.rows (N)", expected: n, found: len });
+        }
+    }
+    for (what, value) in [("M", m), ("N", n), ("K", k)] {
+        if value > MAX_DIM {
+            return Err(Error::DimensionTooLarge { what, value, max: MAX_DIM });
+        }
+    }
+    check_extent(Operand::X, x)?;
+    check_extent(Operand::W, w)?;
+    check_extent(Operand::Out, out)?;
+    Ok(Shape { m, n, k })
+}
+
+/// Chooses the kernel for a validated, non-empty call; `x` and `w` are (device address, ld).
+pub(crate) fn select(device: &DeviceInfo, dispatch: Dispatch, s: Shape, x: (u64, usize), w: (u64, usize)) -> Result<Plan> {
+    let vec4 = s.k % 4 == 0 && x.0 % 16 == 0 && w.0 % 16 == 0 && x.1 % 4 == 0 && w.1 % 4 == 0;
+    let tma = vec4 && s.k > 0 && x.1 * 4 < (1 << 40) && w.1 * 4 < (1 << 40);
+    let refusal = |kernel: Kernel| -> Option<&'static str> {
+        if let Some(why) = kernel.unsupported_on(device) {
+            return Some(why);
+        }
+        let spec = kernel.spec();
+        match spec.family {
+            Family::TmaWgmma if !tma => Some("TMA needs K % 4 == 0, K > 0, 16-byte-aligned x and w, and leading dimensions that are multiples of 4"),
+            Family::MmaSync if spec.needs_vec4 && !vec4 => Some("16-byte loads need K % 4 == 0, 16-byte-aligned x and w, and leading dimensions that are multiples of 4"),
+            _ => None,
+        }
+    };
+    let kernel = match dispatch {
+        Dispatch::Force(kernel) => match refusal(kernel) {
+            Some(reason) => return Err(Error::KernelUnavailable { kernel, reason }),
+            None => kernel,
+        },
+        Dispatch::Auto => {
+            let large_tiles = tiles(s, Kernel::Sm80Large);
+            let small = large_tiles < device.sm_count as u64;
+            let preference: &[Kernel] = match (small, vec4) {
+                (false, true) => &[Kernel::Sm90Pingpong, Kernel::Sm80Large, Kernel::Sm80Small],
+                (true, true) => &[Kernel::Sm90Pingpong, Kernel::Sm80Small],
+                (false, false) => &[Kernel::Sm80LargeScalar, Kernel::Sm80SmallScalar],
+                (true, false) => &[Kernel::Sm80SmallScalar],
+            };
+            *preference
+                .iter()
+                .find(|k| refusal(**k).is_none())
+                .ok_or(Error::KernelUnavailable { kernel: preference[0], reason: "no kernel fits this device" })?
+        }
+    };
+    let spec = kernel.spec();
+    let tile_count = tiles(s, kernel);
+    let grid = match spec.family {
+        Family::MmaSync => tile_count,
+        Family::TmaWgmma => tile_count.min(device.sm_count as u64),
+    };
+    if grid > i32::MAX as u64 {
+        return Err(Error::DimensionTooLarge { what: "output tiles (M/TILE_M · N/TILE_N)", value: grid as usize, max: MAX_DIM });
+    }
+    Ok(Plan { kernel, grid: grid as u32, block: spec.threads, smem_bytes: spec.smem_bytes })
+}
+
 
 fn tiles(s: Shape, kernel: Kernel) -> u64 {
     let (tm, tn, _) = kernel.tile();
@@ -287,7 +312,7 @@ fn tiles(s: Shape, kernel: Kernel) -> u64 {
 }
 
 /// `rows` rows of `cols` elements at stride `ld` must fit in `len` elements.
-fn check_extent(operand: Operand, rows: usize, cols: usize, ld: usize, len: usize) -> Result<()> {
+fn check_extent(operand: Operand, Extent { rows, cols, ld, len }: Extent) -> Result<()> {
     if ld < cols {
         return Err(Error::LeadingDimension { operand, ld, cols });
     }
@@ -302,3 +327,117 @@ fn check_extent(operand: Operand, rows: usize, cols: usize, ld: usize, len: usiz
     Ok(())
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H200: DeviceInfo = DeviceInfo { compute_capability: (9, 0), sm_count: 132, max_smem_per_block: 232_448 };
+    const A100: DeviceInfo = DeviceInfo { compute_capability: (8, 0), sm_count: 108, max_smem_per_block: 166_912 };
+    const RTX4090: DeviceInfo = DeviceInfo { compute_capability: (8, 9), sm_count: 128, max_smem_per_block: 101_376 };
+
+    fn dense(rows: usize, cols: usize) -> Extent {
+        Extent { rows, cols, ld: cols, len: rows * cols }
+    }
+    fn shape(m: usize, n: usize, k: usize) -> Shape {
+        Shape { m, n, k }
+    }
+    const ALIGNED: u64 = 0x7f00_0000_0000;
+
+    #[test]
+    fn accepts_matching_dense_and_strided_shapes() {
+        let s = validate_shapes(dense(5, 7), dense(3, 7), Some(3), dense(5, 3)).unwrap();
+        assert_eq!((s.m, s.n, s.k), (5, 3, 7));
+        // Strided: last row needs only `cols` elements.
+        let x = Extent { rows: 5, cols: 7, ld: 10, len: 4 * 10 + 7 };
+        assert!(validate_shapes(x, dense(3, 7), None, dense(5, 3)).is_ok());
+        // K = 0 and M = 0 are valid.
+        assert!(validate_shapes(dense(5, 0), dense(3, 0), Some(3), dense(5, 3)).is_ok());
+        assert!(validate_shapes(dense(0, 7), dense(3, 7), None, dense(0, 3)).is_ok());
+    }
+
+    #[test]
+    fn rejects_each_mismatch_with_its_own_variant() {
+        let e = validate_shapes(dense(5, 7), dense(3, 8), None, dense(5, 3)).unwrap_err();
+        assert!(matches!(e, Error::ShapeMismatch { expected: 7, found: 8, .. }), "{e}");
+        let e = validate_shapes(dense(5, 7), dense(3, 7), None, dense(4, 3)).unwrap_err();
+        assert!(matches!(e, Error::ShapeMismatch { expected: 5, found: 4, .. }), "{e}");
+        let e = validate_shapes(dense(5, 7), dense(3, 7), None, dense(5, 4)).unwrap_err();
+        assert!(matches!(e, Error::ShapeMismatch { expected: 3, found: 4, .. }), "{e}");
+        let e = validate_shapes(dense(5, 7), dense(3, 7), Some(4), dense(5, 3)).unwrap_err();
+        assert!(matches!(e, Error::ShapeMismatch { expected: 3, found: 4, .. }), "{e}");
+        assert!(e.to_string().contains("bias"), "{e}");
+    }
+
+    #[test]
+    fn rejects_short_buffers_and_small_leading_dimensions() {
+        let short = Extent { rows: 5, cols: 7, ld: 7, len: 34 };
+        let e = validate_shapes(short, dense(3, 7), None, dense(5, 3)).unwrap_err();
+        assert!(matches!(e, Error::BufferTooSmall { operand: Operand::X, needed: 35, len: 34 }), "{e}");
+        let e = validate_shapes(dense(5, 7), Extent { rows: 3, cols: 7, ld: 6, len: 100 }, None, dense(5, 3)).unwrap_err();
+        assert!(matches!(e, Error::LeadingDimension { operand: Operand::W, ld: 6, cols: 7 }), "{e}");
+        let out = Extent { rows: 5, cols: 3, ld: 4, len: 18 };
+        let e = validate_shapes(dense(5, 7), dense(3, 7), None, out).unwrap_err();
+        assert!(matches!(e, Error::BufferTooSmall { operand: Operand::Out, needed: 19, len: 18 }), "{e}");
+        assert!(e.to_string().starts_with("out:"), "{e}");
+        // Overflowing extents are "too small", never a wrap-around.
+        let huge = Extent { rows: usize::MAX / 2, cols: 1, ld: 4, len: 8 };
+        assert!(validate_shapes(huge, Extent { rows: 1, cols: 1, ld: 1, len: 1 }, None, huge).is_err());
+    }
+
+    #[test]
+    fn rejects_dimensions_past_i32() {
+        let big = 1usize << 31;
+        let x = Extent { rows: 1, cols: big, ld: big, len: big };
+        let w = Extent { rows: 1, cols: big, ld: big, len: big };
+        let e = validate_shapes(x, w, None, dense(1, 1)).unwrap_err();
+        assert!(matches!(e, Error::DimensionTooLarge { what: "K", .. }), "{e}");
+    }
+
+    #[test]
+    fn auto_prefers_wgmma_on_hopper_and_mma_sync_elsewhere() {
+        let s = shape(16384, 4096, 4096);
+        let p = select(&H200, Dispatch::Auto, s, (ALIGNED, 4096), (ALIGNED, 4096)).unwrap();
+        assert_eq!(p.kernel, Kernel::Sm90Pingpong);
+        assert_eq!(p.grid, 132, "persistent: one CTA per SM");
+        let p = select(&A100, Dispatch::Auto, s, (ALIGNED, 4096), (ALIGNED, 4096)).unwrap();
+        assert_eq!((p.kernel, p.grid), (Kernel::Sm80Large, 128 * 32));
+        let p = select(&RTX4090, Dispatch::Auto, s, (ALIGNED, 4096), (ALIGNED, 4096)).unwrap();
+        assert_eq!(p.kernel, Kernel::Sm80Large, "96 KiB fits sm_89's 99 KiB");
+    }
+
+    #[test]
+    fn unaligned_or_ragged_k_falls_back_to_scalar_loads() {
+        let s = shape(16383, 4095, 4097);
+        let p = select(&H200, Dispatch::Auto, s, (ALIGNED, 4097), (ALIGNED, 4097)).unwrap();
+        assert_eq!(p.kernel, Kernel::Sm80LargeScalar);
+        let s = shape(4096, 4096, 4096);
+        let p = select(&H200, Dispatch::Auto, s, (ALIGNED + 4, 4096), (ALIGNED, 4096)).unwrap();
+        assert_eq!(p.kernel, Kernel::Sm80LargeScalar, "x misaligned by one float");
+        let p = select(&H200, Dispatch::Auto, s, (ALIGNED, 4098), (ALIGNED, 4096)).unwrap();
+        assert_eq!(p.kernel, Kernel::Sm80LargeScalar, "ldx not a multiple of 4");
+        let p = select(&H200, Dispatch::Auto, shape(7, 9, 0), (ALIGNED, 0), (ALIGNED, 0)).unwrap();
+        assert_eq!(p.kernel, Kernel::Sm80Small, "K = 0: no TMA, bias-only tile");
+    }
+
+    #[test]
+    fn small_problems_take_the_small_tile() {
+        let p = select(&A100, Dispatch::Auto, shape(128, 4096, 4096), (ALIGNED, 4096), (ALIGNED, 4096)).unwrap();
+        assert_eq!((p.kernel, p.grid), (Kernel::Sm80Small, 2 * 64));
+        let p = select(&A100, Dispatch::Auto, shape(1, 3, 5), (ALIGNED, 5), (ALIGNED, 5)).unwrap();
+        assert_eq!((p.kernel, p.grid), (Kernel::Sm80SmallScalar, 1));
+    }
+
+    #[test]
+    fn forcing_a_kernel_that_cannot_run_is_an_error() {
+        let s = shape(64, 64, 64);
+        let e = select(&A100, Dispatch::Force(Kernel::Sm90Pingpong), s, (ALIGNED, 64), (ALIGNED, 64)).unwrap_err();
+        assert!(matches!(e, Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong, .. }), "{e}");
+        let e = select(&H200, Dispatch::Force(Kernel::Sm90Pingpong), shape(64, 64, 63), (ALIGNED, 63), (ALIGNED, 63)).unwrap_err();
+        assert!(matches!(e, Error::KernelUnavailable { .. }), "{e}");
+        let e = select(&H200, Dispatch::Force(Kernel::Sm80Large), s, (ALIGNED + 8, 64), (ALIGNED, 64)).unwrap_err();
+        assert!(e.to_string().contains("16-byte"), "{e}");
+        let p = select(&H200, Dispatch::Force(Kernel::Sm80SmallScalar), s, (ALIGNED + 4, 64), (ALIGNED, 64)).unwrap();
+        assert_eq!((p.kernel, p.grid, p.block), (Kernel::Sm80SmallScalar, 1, 128));
+    }
+}

@@ -170,3 +170,37 @@ impl LoadedKernels {
         self.functions.get(&kernel)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kernel_is_in_the_fatbin() {
+        // Entry names are stored as plain strings in the fatbin's ELF symbol tables.
+        let contains = |name: &str| FATBIN.windows(name.len()).any(|w| w == name.as_bytes());
+        for kernel in Kernel::ALL {
+            assert!(contains(kernel.name()), "{} missing from the fatbin", kernel.name());
+        }
+        assert!(contains("ge_elementwise_bias_scale_residual"));
+    }
+
+    #[test]
+    fn fatbin_has_sass_for_sm80_and_sm90a() {
+        // nvcc records each cubin's target as "sm_80" / "sm_90a" in its ELF header strings.
+        let contains = |s: &str| FATBIN.windows(s.len()).any(|w| w == s.as_bytes());
+        assert!(FATBIN.len() > 1024, "empty fatbin: was the crate built with DOCS_RS set?");
+        assert!(contains("sm_90a") || contains("sm_90"), "no sm_90a code in the fatbin");
+    }
+
+    #[test]
+    fn specs_match_the_header() {
+        let s = Kernel::Sm80Large.spec();
+        assert_eq!(s.smem_bytes, 3 * (128 + 128) * 32 * 4);
+        assert_eq!(Kernel::Sm80Small.tile(), (64, 64, 32));
+        assert_eq!(Kernel::Sm90Pingpong.family(), Family::TmaWgmma);
+        for k in Kernel::ALL {
+            assert!(k.spec().threads % 32 == 0 && k.spec().smem_bytes <= 227 * 1024, "{k}");
+        }
+    }
+}

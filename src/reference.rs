@@ -65,3 +65,45 @@ pub fn linear_scale_residual(x: HostMatrix<'_>, w: HostMatrix<'_>, bias: Option<
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_a_hand_computed_linear_with_epilogue() {
+        // x = [[1, 2], [3, 4]], w = [[1, 0], [0.5, -1]], b = [0.25, -2], s = 0.5
+        let x = [1.0, 2.0, 3.0, 4.0];
+        let w = [1.0, 0.0, 0.5, -1.0];
+        let b = [0.25, -2.0];
+        let out = linear_scale_residual(HostMatrix::new(&x, 2, 2), HostMatrix::new(&w, 2, 2), Some(&b), 0.5);
+        let v = [1.25, -3.5, 3.25, -4.5];
+        for (o, v) in out.iter().zip(v) {
+            assert_eq!(o.value, v * 1.5);
+        }
+        // magnitude for (0, 1): (1 + 0.5) * (|1*0.5| + |2*-1| + |-2|)
+        assert_eq!(out[1].magnitude, 1.5 * 4.5);
+    }
+
+    #[test]
+    fn honours_leading_dimensions_and_no_bias() {
+        // x is 2 x 1 inside a 2 x 3 buffer; padding holds NaN that must never be read.
+        let x = [2.0, f32::NAN, f32::NAN, 3.0, f32::NAN, f32::NAN];
+        let xv = HostMatrix { data: &x, rows: 2, cols: 1, ld: 3 };
+        let w = [4.0];
+        let e = element(xv, HostMatrix::new(&w, 1, 1), None, -1.0, 1, 0);
+        assert_eq!(e.value, 0.0); // v*s + v with s = -1
+        assert_eq!(e.magnitude, 2.0 * 12.0);
+    }
+
+    #[test]
+    fn propagates_nan_and_inf() {
+        let x = [f32::INFINITY, 1.0];
+        let w = [1.0, 1.0];
+        let e = element(HostMatrix::new(&x, 1, 2), HostMatrix::new(&w, 1, 2), None, 0.5, 0, 0);
+        assert_eq!(e.value, f64::INFINITY);
+        let b = [f32::NEG_INFINITY];
+        let e = element(HostMatrix::new(&x, 1, 2), HostMatrix::new(&w, 1, 2), Some(&b), 0.5, 0, 0);
+        assert!(e.value.is_nan());
+    }
+}

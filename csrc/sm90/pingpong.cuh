@@ -19,13 +19,17 @@
 
 namespace ge::sm90 {
 
-template <int TILE_M_, int TILE_N_, int TILE_K_, int STAGES_, int GROUP_M_ = 8>
+template <int TILE_M_, int TILE_N_, int TILE_K_, int STAGES_, int GROUP_M_ = 8, int CLUSTER_M_ = 1>
 struct PingpongConfig {
     static constexpr int TILE_M = TILE_M_;  // rows of X / out per consumer tile
     static constexpr int TILE_N = TILE_N_;  // rows of W / columns of out per consumer tile
     static constexpr int TILE_K = TILE_K_;  // K per stage: one 128-byte swizzle row
     static constexpr int STAGES = STAGES_;  // smem ring depth, shared by both consumers
     static constexpr int GROUP_M = GROUP_M_;  // raster group height (tiles) for L2 reuse
+    // CTAs per cluster along M. They work on vertically adjacent tiles with the same W tile,
+    // each loading a 1/CLUSTER_M slice of it and multicasting it to all (less L2 traffic).
+    static constexpr int CLUSTER_M = CLUSTER_M_;
+    static constexpr int B_SLICE_ROWS = TILE_N / CLUSTER_M;  // W map box rows
 
     static constexpr int CONSUMERS = 2;                      // ping-pong pair
     static constexpr int WARPGROUP_THREADS = 128;
@@ -43,7 +47,7 @@ struct PingpongConfig {
     static constexpr int ACC_PER_ATOM = WGMMA_M * WGMMA_N / WARPGROUP_THREADS;  // fp32 regs
 
     using Storage = SharedStorage<TILE_M, TILE_N, TILE_K, STAGES>;
-    using Scheduler = GroupedTileScheduler<TILE_M, TILE_N, GROUP_M>;
+    using Scheduler = GroupedTileScheduler<TILE_M * CLUSTER_M, TILE_N, GROUP_M>;  // one cluster tile
     using Epilogue = ge::epilogue::BiasScaleResidual;
 
     static constexpr uint32_t SMEM_BYTES = kSmemBytes<TILE_M, TILE_N, TILE_K, STAGES>;
@@ -54,6 +58,8 @@ struct PingpongConfig {
     static_assert(TILE_N == 128, "the wgmma wrapper is m64n128k8");
     static_assert(TILE_M % WGMMA_M == 0, "TILE_M: multiple of 64 (one warpgroup wgmma)");
     static_assert(TILE_M <= 256 && TILE_N <= 256, "TMA boxDim is at most 256 per dimension");
+    static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "cluster of 1 or 2 CTAs along M");
+    static_assert((B_SLICE_ROWS * TILE_K * 4) % kSwizzleAtomBytes == 0, "W slices must stay swizzle-atom aligned");
     static_assert(SMEM_BYTES <= 232448, "dynamic smem above the sm_90 per-CTA limit (227 KiB)");
 };
 
@@ -76,21 +82,53 @@ struct PipelineState {
 };
 
 // Producer (one thread): every k-block of every tile of this CTA, in the consumers' order.
+// With a cluster, each CTA's empty[s] counts the consumers of every CTA (the W slice it
+// multicasts lands in all of them), and the full[s] bytes come from every CTA's slice.
 template <class Cfg>
 __device__ __forceinline__ void produce(const GeSm90Params &p, typename Cfg::Storage &s,
                                         const typename Cfg::Scheduler &sched, int k_tiles, int first_tile,
-                                        int tile_stride) {
+                                        int tile_stride, int cta_rank) {
+    constexpr uint32_t kSliceElems = Cfg::B_SLICE_ROWS * Cfg::TILE_K;
     PipelineState pipe{0, 0};
     for (int id = first_tile; id < sched.num_tiles; id += tile_stride) {
         const auto tile = sched.tile(id);
+        const int m0 = tile.m0 + cta_rank * Cfg::TILE_M;
         for (int kb = 0; kb < k_tiles; ++kb) {
             ptx::mbarrier_wait(&s.empty[pipe.stage], pipe.phase ^ 1);  // first lap passes at once
             ptx::mbarrier_arrive_expect_tx(&s.full[pipe.stage], Cfg::Storage::kStageBytes);
-            // (TILE_M, TILE_K) of X at (m0, k0); (TILE_N, TILE_K) of W at (n0, k0). OOB -> zeros.
-            ptx::tma_load_2d(s.a[pipe.stage], &p.x_map, &s.full[pipe.stage], kb * Cfg::TILE_K, tile.m0);
-            ptx::tma_load_2d(s.b[pipe.stage], &p.w_map, &s.full[pipe.stage], kb * Cfg::TILE_K, tile.n0);
+            // (TILE_M, TILE_K) of X at (m0, k0); OOB rows/columns -> zeros.
+            ptx::tma_load_2d(s.a[pipe.stage], &p.x_map, &s.full[pipe.stage], kb * Cfg::TILE_K, m0);
+            if constexpr (Cfg::CLUSTER_M == 1) {
+                // (TILE_N, TILE_K) of W at (n0, k0).
+                ptx::tma_load_2d(s.b[pipe.stage], &p.w_map, &s.full[pipe.stage], kb * Cfg::TILE_K, tile.n0);
+            } else {
+                // (B_SLICE_ROWS, TILE_K) slice `cta_rank` of the W tile, to every CTA of the cluster.
+                ptx::tma_load_2d_multicast(s.b[pipe.stage] + cta_rank * kSliceElems, &p.w_map, &s.full[pipe.stage],
+                                           kb * Cfg::TILE_K, tile.n0 + cta_rank * Cfg::B_SLICE_ROWS,
+                                           static_cast<uint16_t>((1u << Cfg::CLUSTER_M) - 1));
+            }
             pipe.template advance<Cfg::STAGES>();
         }
+    }
+    if constexpr (Cfg::CLUSTER_M > 1) {
+        // Tail: wait until every stage was released by all consumers of the cluster, so no
+        // remote arrive can target this CTA's smem after it exits.
+        for (int i = 0; i < Cfg::STAGES; ++i) {
+            ptx::mbarrier_wait(&s.empty[pipe.stage], pipe.phase ^ 1);
+            pipe.template advance<Cfg::STAGES>();
+        }
+    }
+}
+
+// Consumer side of "stage may be overwritten": one arrival per warp on empty[stage] of every
+// CTA of the cluster (each producer multicasts into all of them).
+template <class Cfg>
+__device__ __forceinline__ void release_stage(typename Cfg::Storage &s, uint32_t stage) {
+    if constexpr (Cfg::CLUSTER_M == 1) {
+        ptx::mbarrier_arrive(&s.empty[stage]);
+    } else {
+#pragma unroll
+        for (uint32_t r = 0; r < Cfg::CLUSTER_M; ++r) ptx::mbarrier_arrive_cluster(&s.empty[stage], r);
     }
 }
 
@@ -118,7 +156,7 @@ __device__ __forceinline__ uint32_t mma_tile(typename Cfg::Storage &s, PipelineS
         ptx::wgmma_commit_group();
         // Keep this k-block's group in flight; the previous one is done, so free its stage.
         ptx::wgmma_wait_group<1>();
-        if (kb > 0 && lane == 0) ptx::mbarrier_arrive(&s.empty[held_stage]);
+        if (kb > 0 && lane == 0) release_stage<Cfg>(s, held_stage);
         held_stage = pipe.stage;
         pipe.template advance<Cfg::STAGES>();
     }
@@ -166,7 +204,7 @@ __device__ __forceinline__ void store_tile(const GeProblem &prob, int m0, int n0
 template <class Cfg>
 __device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Storage &s,
                                         const typename Cfg::Scheduler &sched, int k_tiles, int first_tile,
-                                        int tile_stride, int consumer, int warp, int lane) {
+                                        int tile_stride, int cta_rank, int consumer, int warp, int lane) {
     const GeProblem &prob = p.problem;
     const bool vec2 = (prob.ldo % 2 == 0) && ((reinterpret_cast<uintptr_t>(prob.out) & 7) == 0);
     for (int j = consumer;; j += Cfg::CONSUMERS) {
@@ -191,9 +229,9 @@ __device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Sto
         for (int ma = 0; ma < Cfg::M_ATOMS; ++ma)
 #pragma unroll
             for (int r = 0; r < Cfg::ACC_PER_ATOM; ++r) ptx::fence_operand(acc[ma][r]);
-        if (lane == 0) ptx::mbarrier_arrive(&s.empty[held_stage]);
+        if (lane == 0) release_stage<Cfg>(s, held_stage);
 
-        store_tile<Cfg>(prob, tile.m0, tile.n0, acc, warp, lane, vec2);
+        store_tile<Cfg>(prob, tile.m0 + cta_rank * Cfg::TILE_M, tile.n0, acc, warp, lane, vec2);
     }
 }
 
@@ -213,23 +251,29 @@ __device__ __forceinline__ void pingpong_gemm(const GeSm90Params &p, uint8_t *sm
     if (thread_idx == 0) {
         for (int i = 0; i < Cfg::STAGES; ++i) {
             ptx::mbarrier_init(&s.full[i], 1);  // producer's arrive_expect_tx; TMA completes the bytes
-            ptx::mbarrier_init(&s.empty[i], Cfg::WARPGROUP_THREADS / 32);  // one per consumer warp
+            ptx::mbarrier_init(&s.empty[i], Cfg::CLUSTER_M * Cfg::WARPGROUP_THREADS / 32);  // per consumer warp
         }
         ptx::fence_barrier_init();
         ptx::prefetch_tensormap(&p.x_map);
         ptx::prefetch_tensormap(&p.w_map);
     }
-    __syncthreads();
+    // With a cluster, the peer's barriers must be initialised before anyone multicasts to them.
+    if constexpr (Cfg::CLUSTER_M == 1) __syncthreads();
+    else ptx::cluster_sync();
 
+    // Consecutive blocks form a cluster; clusters walk the cluster tiles persistently.
+    const int cta_rank = Cfg::CLUSTER_M == 1 ? 0 : static_cast<int>(ptx::cluster_ctarank());
+    const int cluster_idx = block_idx / Cfg::CLUSTER_M;
+    const int num_clusters = grid_size / Cfg::CLUSTER_M;
     const typename Cfg::Scheduler sched(p.problem.m, p.problem.n);
     const int k_tiles = (p.problem.k + Cfg::TILE_K - 1) / Cfg::TILE_K;
 
     if (warpgroup == 0) {
         ptx::setmaxnreg_dec<Cfg::PRODUCER_REGS>();
-        if (wg_thread == 0) produce<Cfg>(p, s, sched, k_tiles, block_idx, grid_size);
+        if (wg_thread == 0) produce<Cfg>(p, s, sched, k_tiles, cluster_idx, num_clusters, cta_rank);
     } else {
         ptx::setmaxnreg_inc<Cfg::CONSUMER_REGS>();
-        consume<Cfg>(p, s, sched, k_tiles, block_idx, grid_size, warpgroup - 1, warp, lane);
+        consume<Cfg>(p, s, sched, k_tiles, cluster_idx, num_clusters, cta_rank, warpgroup - 1, warp, lane);
     }
 }
 

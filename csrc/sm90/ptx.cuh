@@ -81,6 +81,50 @@ __device__ __forceinline__ void tma_load_2d(void *dst, const void *tmap, uint64_
 #endif
 }
 
+// Same, multicast: the box lands at the same smem offset in every CTA of `cta_mask` and
+// completes its bytes on the mbarrier at the same offset in each of them.
+__device__ __forceinline__ void tma_load_2d_multicast(void *dst, const void *tmap, uint64_t *bar, int32_t c0,
+                                                      int32_t c1, uint16_t cta_mask) {
+#if GE_SM90_ENABLED
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(smem_u32(dst)),
+        "l"(reinterpret_cast<uint64_t>(tmap)), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "h"(cta_mask)
+        : "memory");
+#endif
+}
+
+// ---- Clusters ------------------------------------------------------------------------------
+
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+    uint32_t rank = 0;
+#if GE_SM90_ENABLED
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+#endif
+    return rank;
+}
+
+// All threads of all CTAs of the cluster (release/acquire: barrier inits become visible).
+__device__ __forceinline__ void cluster_sync() {
+#if GE_SM90_ENABLED
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+
+// Arrive on the mbarrier at `bar`'s offset in CTA `cta_rank` of the cluster (own rank included).
+__device__ __forceinline__ void mbarrier_arrive_cluster(uint64_t *bar, uint32_t cta_rank) {
+#if GE_SM90_ENABLED
+    asm volatile(
+        "{\n"
+        ".reg .b32 remote;\n"
+        "mapa.shared::cluster.u32 remote, %0, %1;\n"
+        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+        "}\n" ::"r"(smem_u32(bar)),
+        "r"(cta_rank)
+        : "memory");
+#endif
+}
+
 // ---- Register reconfiguration (whole warpgroup executes it) --------------------------------
 
 template <uint32_t REGS>
