@@ -3,9 +3,10 @@
 //!
 //! nvcc is looked for, in order: `$NVCC`, `$CUDA_HOME/bin`, `$CUDA_PATH/bin`, `PATH`,
 //! `/usr/local/cuda/bin`, and the project-local prefix that `.ci/setup-toolchain` fills from PyPI.
-//! Nothing is downloaded here. The Rust side of the kernel-facing structs is not generated here
-//! (that would need libclang in every dependent crate): `src/sys/bindings.rs` is committed and
-//! `tests/bindings.rs` proves it matches `csrc/include/gemm_epilogue.h`.
+//! Nothing is downloaded here. The Rust side of the kernel-facing structs is not generated on a
+//! normal build (that would need libclang in every dependent crate): `src/sys/bindings.rs` is
+//! committed, `tests/bindings.rs` proves it matches `csrc/include/gemm_epilogue.h`, and
+//! `cargo build --features regen-bindings` rewrites it after the header changed.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -27,6 +28,13 @@ fn main() {
     let fatbin = out_dir.join(FATBIN);
 
     list_inputs(&manifest.join("csrc"));
+    #[cfg(feature = "regen-bindings")]
+    {
+        find_libclang(&manifest);
+        let header = manifest.join("csrc/include/gemm_epilogue.h");
+        std::fs::write(manifest.join("src/sys/bindings.rs"), generate_bindings(&header))
+            .unwrap_or_else(|e| fail(&format!("cannot write src/sys/bindings.rs: {e}")));
+    }
     for var in ["NVCC", "CUDA_HOME", "CUDA_PATH", "GEMM_EPILOGUE_NVCC_FLAGS", "DOCS_RS"] {
         println!("cargo:rerun-if-env-changed={var}");
     }
@@ -134,6 +142,9 @@ gemm-epilogue compiles its CUDA kernels at build time and needs nvcc (CUDA >= 12
 Looked in: $NVCC, $CUDA_HOME/bin, $CUDA_PATH/bin, PATH, /usr/local/cuda/bin, <crate>/.toolchain.
 Either install the CUDA toolkit and set CUDA_HOME (or NVCC=/path/to/nvcc), or, in this repository,
 run `bash .ci/setup-toolchain`, which installs the pinned nvcc 13.0 from PyPI into .toolchain/.";
+
+#[cfg(feature = "regen-bindings")]
+include!("build/bindgen_config.rs");
 
 /// Stops the build with a message and no backtrace.
 fn fail(msg: &str) -> ! {

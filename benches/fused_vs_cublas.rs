@@ -1,1 +1,456 @@
-fn main(){}
+//! The fused kernel against cuBLAS, per shape, on one stream timed with CUDA events.
+//!
+//! Four variants, each computing (or, for the last, bounding) `out = (v·s) + v`, `v = x·wᵀ + b`:
+//! - `fused`: our one kernel, `Dispatch::Auto` (the kernel it picked is printed once per shape);
+//! - `cublas_plus_elementwise`: cuBLAS TF32 GEMM (`cublasGemmEx`) + our vectorised elementwise
+//!   pass: what you get without this crate (same math and roundings, one extra pass over `out`);
+//! - `cublaslt_bias_alpha`: one `cublasLtMatmul` with the bias epilogue, `alpha = 1+s` and a
+//!   bias pre-scaled by `1+s` (the best single library call; rounds differently);
+//! - `cublas_gemm_alone`: cuBLAS TF32 GEMM, no bias, no epilogue: the ceiling to beat.
+//!
+//! Throughput is `Throughput::Elements(2·M·N·K)`: criterion's "elements" are FLOP here, so its
+//! `elem/s` column reads as FLOP/s.
+//!
+//! Criterion runs the four functions one after the other; clocks drift with power (700 W cap), so
+//! for ratios each shape ALSO gets an interleaved measurement outside criterion: after warm-up,
+//! `ROUNDS` rounds, each timing every variant once in a rotating order (A B C D, B C D A, …), each
+//! sample being a batch of calls sized to ≥ ~0.5 ms. The medians, TFLOP/s and ratios are printed
+//! and appended as markdown to `target/interleaved.md` (path relative to where it runs: the
+//! repository root under `cargo bench`).
+//!
+//! Run: `cargo bench --bench fused_vs_cublas` (all shapes, ~3–4 min on an H200), or with a filter:
+//! `cargo bench --bench fused_vs_cublas -- reference` (a shape is run, criterion and interleaved
+//! parts, when the filter is a substring of one of its benchmark ids `group/function`).
+//! `GEMM_EPILOGUE_ROUNDS=n` changes the interleaved rounds (default 30).
+//!
+//! Without a GPU it prints `skipped: <reason>` and exits 0, unless `GEMM_EPILOGUE_REQUIRE_GPU=1`,
+//! then it exits 1.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use criterion::{Criterion, Throughput};
+use gemm_epilogue::baseline::{CublasBaseline, CublasLtLinear, CublasLtPlan};
+use gemm_epilogue::cudarc::driver::sys::CUevent_flags;
+use gemm_epilogue::cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream};
+use gemm_epilogue::{cuda_context, FusedGemm, MatrixMut, MatrixRef};
+
+const SCALE: f32 = 0.5;
+const FUNCTIONS: [&str; 4] = ["fused", "cublas_plus_elementwise", "cublaslt_bias_alpha", "cublas_gemm_alone"];
+
+/// (criterion group name, M, N, K).
+const SHAPES: &[(&str, usize, usize, usize)] = &[
+    ("reference_16384x4096x4096", 16384, 4096, 4096),
+    ("square_4096", 4096, 4096, 4096),
+    ("square_8192", 8192, 8192, 8192),
+    ("m1_4096x4096", 1, 4096, 4096),
+    ("m16_4096x4096", 16, 4096, 4096),
+    ("m128_4096x4096", 128, 4096, 4096),
+    ("odd_1000x3000x777", 1000, 3000, 777),
+    ("unaligned_16383x4095x4097", 16383, 4095, 4097),
+];
+
+// ---------------------------------------------------------------------------------------------
+// Data
+
+/// SplitMix64: small, fast, good enough for benchmark inputs.
+struct Rng(u64);
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in (0, 1), never 0.
+    fn open01(&mut self) -> f32 {
+        ((self.next_u64() >> 40) as f32 + 0.5) * (1.0 / (1u64 << 24) as f32)
+    }
+    /// Uniform in (−a, a), never 0.
+    fn sym(&mut self, a: f32) -> f32 {
+        (2.0 * self.open01() - 1.0) * a
+    }
+}
+
+fn fresh_seed(m: usize, n: usize, k: usize) -> u64 {
+    let t = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    t ^ ((m as u64) << 42) ^ ((n as u64) << 21) ^ k as u64
+}
+
+// ---------------------------------------------------------------------------------------------
+// One shape: buffers and the four variants.
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Variant {
+    Fused,
+    CublasElementwise,
+    CublasLt,
+    CublasGemm,
+}
+const VARIANTS: [Variant; 4] = [Variant::Fused, Variant::CublasElementwise, Variant::CublasLt, Variant::CublasGemm];
+
+impl Variant {
+    fn label(self) -> &'static str {
+        match self {
+            Variant::Fused => "ours (fused)",
+            Variant::CublasElementwise => "cuBLAS GEMM + elementwise",
+            Variant::CublasLt => "cuBLASLt bias+alpha (1 call)",
+            Variant::CublasGemm => "cuBLAS GEMM alone (no bias/epilogue)",
+        }
+    }
+}
+
+struct Case<'g> {
+    m: usize,
+    n: usize,
+    k: usize,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    gemm: &'g FusedGemm,
+    blas: &'g CublasBaseline,
+    lt: &'g CublasLtLinear,
+    lt_plan: Option<CublasLtPlan>,
+    x: CudaSlice<f32>,
+    w: CudaSlice<f32>,
+    b: CudaSlice<f32>,
+    out: CudaSlice<f32>,
+}
+
+impl<'g> Case<'g> {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        ctx: &Arc<CudaContext>,
+        stream: &Arc<CudaStream>,
+        gemm: &'g FusedGemm,
+        blas: &'g CublasBaseline,
+        lt: &'g CublasLtLinear,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> gemm_epilogue::Result<Self> {
+        let seed = fresh_seed(m, n, k);
+        let mut rng = Rng(seed);
+        let a = 1.0 / (k as f32).sqrt();
+        let hx: Vec<f32> = (0..m * k).map(|_| rng.open01()).collect();
+        let hw: Vec<f32> = (0..n * k).map(|_| rng.sym(a)).collect();
+        let hb: Vec<f32> = (0..n).map(|_| rng.sym(a)).collect();
+        let x = stream.clone_htod(&hx)?;
+        let w = stream.clone_htod(&hw)?;
+        let b = stream.clone_htod(&hb)?;
+        let mut out = stream.alloc_zeros::<f32>(m * n)?;
+        let plan = gemm.plan(stream, &MatrixRef::from_slice(&x, m, k), &MatrixRef::from_slice(&w, n, k), Some(&b.as_view()), &MatrixMut::from_slice(&mut out, m, n))?;
+        match plan {
+            Some(p) => println!("[{m}x{n}x{k}] seed {seed:#x}; fused (Auto) runs {} (grid {}, block {}, smem {} B)", p.kernel, p.grid, p.block, p.smem_bytes),
+            None => println!("[{m}x{n}x{k}] seed {seed:#x}; fused: nothing to do"),
+        }
+        let lt_plan = match lt.prepare(&MatrixRef::from_slice(&x, m, k), &MatrixRef::from_slice(&w, n, k), Some(&b.as_view()), SCALE, &MatrixMut::from_slice(&mut out, m, n)) {
+            Ok(p) => {
+                println!("[{m}x{n}x{k}] cuBLASLt: algorithm chosen once, workspace {} B", p.workspace_bytes());
+                Some(p)
+            }
+            Err(e) => {
+                println!("[{m}x{n}x{k}] cuBLASLt variant unavailable: {e}");
+                None
+            }
+        };
+        Ok(Self { m, n, k, ctx: ctx.clone(), stream: stream.clone(), gemm, blas, lt, lt_plan, x, w, b, out })
+    }
+
+    fn flop(&self) -> f64 {
+        2.0 * self.m as f64 * self.n as f64 * self.k as f64
+    }
+
+    fn available(&self, v: Variant) -> bool {
+        v != Variant::CublasLt || self.lt_plan.is_some()
+    }
+
+    /// Enqueues one call of `v` on the stream.
+    fn launch(&mut self, v: Variant) -> gemm_epilogue::Result<()> {
+        let (m, n, k) = (self.m, self.n, self.k);
+        let x = MatrixRef::from_slice(&self.x, m, k);
+        let w = MatrixRef::from_slice(&self.w, n, k);
+        let b = self.b.as_view();
+        let mut out = MatrixMut::from_slice(&mut self.out, m, n);
+        match v {
+            Variant::Fused => self.gemm.run(&self.stream, &x, &w, Some(&b), SCALE, &mut out).map(|_| ()),
+            Variant::CublasElementwise => self.blas.linear_scale_residual(&x, &w, Some(&b), SCALE, &mut out),
+            Variant::CublasLt => match &self.lt_plan {
+                Some(plan) => self.lt.run(plan, &x, &w, &mut out),
+                None => Ok(()),
+            },
+            Variant::CublasGemm => self.blas.gemm(&x, &w, &mut out),
+        }
+    }
+
+    fn event(&self) -> CudaEvent {
+        self.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).expect("cuEventCreate")
+    }
+
+    /// `iters` back-to-back calls of `v` between two events: criterion's `iter_custom` body.
+    fn time(&mut self, v: Variant, iters: u64) -> Duration {
+        let (start, end) = (self.event(), self.event());
+        start.record(&self.stream).expect("event record");
+        for _ in 0..iters {
+            self.launch(v).unwrap_or_else(|e| panic!("{}: {e}", v.label()));
+        }
+        end.record(&self.stream).expect("event record");
+        let ms = start.elapsed_ms(&end).expect("event elapsed");
+        Duration::from_secs_f64(ms as f64 * 1e-3)
+    }
+
+    fn warm_up(&mut self) {
+        for v in VARIANTS {
+            if self.available(v) {
+                self.time(v, 3);
+            }
+        }
+        self.stream.synchronize().expect("synchronize");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Interleaved measurement
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
+}
+
+/// Median ms per call of each available variant, timed in rotating order.
+fn interleaved(case: &mut Case<'_>, rounds: usize) -> [Option<f64>; 4] {
+    case.warm_up();
+    let avail: Vec<Variant> = VARIANTS.iter().copied().filter(|v| case.available(*v)).collect();
+    // Batch size: enough calls that one sample lasts ≥ ~0.5 ms (event resolution ~0.5 µs).
+    let fastest = avail.iter().map(|&v| case.time(v, 5).as_secs_f64() * 1e3 / 5.0).fold(f64::INFINITY, f64::min);
+    let batch = (0.5 / fastest.max(1e-6)).ceil().clamp(1.0, 500.0) as u64;
+    let mut samples: Vec<Vec<f64>> = (0..4).map(|_| Vec::with_capacity(rounds)).collect();
+    // All events up front; one synchronisation at the end, so no host gap between variants.
+    let mut recorded: Vec<(usize, CudaEvent, CudaEvent)> = Vec::with_capacity(rounds * avail.len());
+    for r in 0..rounds {
+        for i in 0..avail.len() {
+            let v = avail[(r + i) % avail.len()];
+            let (start, end) = (case.event(), case.event());
+            start.record(&case.stream).expect("event record");
+            for _ in 0..batch {
+                case.launch(v).unwrap_or_else(|e| panic!("{}: {e}", v.label()));
+            }
+            end.record(&case.stream).expect("event record");
+            recorded.push((VARIANTS.iter().position(|&x| x == v).unwrap(), start, end));
+        }
+    }
+    case.stream.synchronize().expect("synchronize");
+    for (idx, start, end) in &recorded {
+        samples[*idx].push(start.elapsed_ms(end).expect("event elapsed") as f64 / batch as f64);
+    }
+    let mut result = [None; 4];
+    for (i, s) in samples.iter_mut().enumerate() {
+        if !s.is_empty() {
+            result[i] = Some(median(s));
+        }
+    }
+    println!("[{}x{}x{}] interleaved: {rounds} rounds × {batch} calls per sample", case.m, case.n, case.k);
+    result
+}
+
+fn table(case: &Case<'_>, medians: &[Option<f64>; 4], kernel: &str, rounds: usize) -> String {
+    let flop = case.flop();
+    let ours = medians[0];
+    let mut s = String::new();
+    let _ = writeln!(s, "\n### {}×{}×{} (M×N×K), s = {SCALE}; fused runs `{kernel}`; {rounds} interleaved rounds\n", case.m, case.n, case.k);
+    let _ = writeln!(s, "| variant | median ms | TFLOP/s | ours / this (time) |");
+    let _ = writeln!(s, "|---|---:|---:|---:|");
+    for (i, v) in VARIANTS.iter().enumerate() {
+        match medians[i] {
+            Some(ms) => {
+                let ratio = ours.map_or("n/a".to_string(), |o| format!("{:.3}", o / ms));
+                let _ = writeln!(s, "| {} | {:.4} | {:.1} | {} |", v.label(), ms, flop / (ms * 1e-3) / 1e12, ratio);
+            }
+            None => {
+                let _ = writeln!(s, "| {} | n/a | n/a | n/a |", v.label());
+            }
+        }
+    }
+    let r = |i: usize| match (ours, medians[i]) {
+        (Some(o), Some(t)) => format!("{:.3}", o / t),
+        _ => "n/a".into(),
+    };
+    let _ = writeln!(s, "\nours/cublas+elementwise = {}, ours/cublas-alone = {}, ours/cublasLt = {} (< 1: ours is faster)", r(1), r(3), r(2));
+    s
+}
+
+fn append_markdown(text: &str) {
+    let path = std::path::Path::new("target/interleaved.md");
+    let _ = std::fs::create_dir_all("target");
+    match std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        Ok(mut f) => {
+            let _ = f.write_all(text.as_bytes());
+        }
+        Err(e) => eprintln!("could not append to {}: {e}", path.display()),
+    }
+}
+
+fn run_header(device: &str) -> String {
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    let dirty = std::process::Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=no"])
+        .output()
+        .ok()
+        .is_some_and(|o| !o.stdout.is_empty());
+    format!(
+        "\n## fused_vs_cublas interleaved run, {} UTC, commit {commit}{}, {device}\n",
+        utc(secs),
+        if dirty { " (+ uncommitted changes)" } else { "" }
+    )
+}
+
+/// `YYYY-MM-DD HH:MM:SS` from Unix seconds (Howard Hinnant's civil-from-days).
+fn utc(secs: u64) -> String {
+    let (days, rem) = ((secs / 86400) as i64, secs % 86400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(mo <= 2);
+    format!("{y:04}-{mo:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Command line: criterion parses its own flags; we only need the filter and the mode.
+
+/// Criterion's options that take a value (criterion 0.7).
+const VALUE_OPTIONS: &[&str] = &[
+    "--color", "-c", "--save-baseline", "-s", "--baseline", "-b", "--baseline-lenient", "--format", "--profile-time",
+    "--load-baseline", "--sample-size", "--warm-up-time", "--measurement-time", "--nresamples", "--noise-threshold",
+    "--confidence-level", "--significance-level", "--plotting-backend", "--output-format",
+];
+
+struct Args {
+    filter: Option<String>,
+    bench_mode: bool,
+    list: bool,
+}
+
+fn parse_args() -> Args {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut filter = None;
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        if a.starts_with('-') {
+            if VALUE_OPTIONS.contains(&a.as_str()) {
+                i += 1;
+            }
+        } else if filter.is_none() {
+            filter = Some(a.clone());
+        }
+        i += 1;
+    }
+    Args { filter, bench_mode: args.iter().any(|a| a == "--bench"), list: args.iter().any(|a| a == "--list") }
+}
+
+fn selected(filter: &Option<String>, group: &str) -> bool {
+    match filter {
+        None => true,
+        Some(f) => FUNCTIONS.iter().any(|func| format!("{group}/{func}").contains(f.as_str())),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+fn skip_or_fail(reason: String) {
+    if std::env::var("GEMM_EPILOGUE_REQUIRE_GPU").is_ok_and(|v| v == "1") {
+        eprintln!("error: GEMM_EPILOGUE_REQUIRE_GPU=1 but {reason}");
+        std::process::exit(1);
+    }
+    println!("skipped: {reason}");
+}
+
+fn main() {
+    let args = parse_args();
+    if args.list {
+        for (group, ..) in SHAPES {
+            for f in FUNCTIONS {
+                println!("{group}/{f}: benchmark");
+            }
+        }
+        return;
+    }
+    let ctx = match cuda_context(0) {
+        Ok(ctx) => ctx,
+        Err(e) => return skip_or_fail(format!("no CUDA device: {e}")),
+    };
+    let gemm = match FusedGemm::new(&ctx) {
+        Ok(g) => g,
+        Err(e) => return skip_or_fail(format!("the fused kernels cannot load: {e}")),
+    };
+    let stream = ctx.default_stream();
+    let blas = CublasBaseline::new(&gemm, stream.clone()).expect("cuBLAS handle");
+    let lt = CublasLtLinear::new(&gemm, stream.clone()).expect("cuBLASLt handle");
+    let device = format!("{} (sm_{}{}, {} SMs)", ctx.name().unwrap_or_else(|_| "unknown GPU".into()), gemm.device().compute_capability.0, gemm.device().compute_capability.1, gemm.device().sm_count);
+    println!("device: {device}");
+    let rounds = std::env::var("GEMM_EPILOGUE_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(30usize).max(1);
+
+    let mut c = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(2))
+        .without_plots()
+        .configure_from_args();
+
+    let mut header_written = false;
+    for &(group_name, m, n, k) in SHAPES {
+        if !selected(&args.filter, group_name) {
+            continue;
+        }
+        let mut case = Case::new(&ctx, &stream, &gemm, &blas, &lt, m, n, k).unwrap_or_else(|e| panic!("{group_name}: setup: {e}"));
+        case.warm_up();
+
+        let mut group = c.benchmark_group(group_name);
+        // "Elements" are FLOP: criterion's elem/s is FLOP/s.
+        group.throughput(Throughput::Elements((2 * m * n * k) as u64));
+        for (func, v) in FUNCTIONS.iter().zip(VARIANTS) {
+            if case.available(v) {
+                group.bench_function(*func, |bch| bch.iter_custom(|iters| case.time(v, iters)));
+            }
+        }
+        group.finish();
+
+        if args.bench_mode {
+            let kernel = gemm
+                .plan(&stream, &MatrixRef::from_slice(&case.x, m, k), &MatrixRef::from_slice(&case.w, n, k), Some(&case.b.as_view()), &MatrixMut::from_slice(&mut case.out, m, n))
+                .ok()
+                .flatten()
+                .map_or("none".to_string(), |p| p.kernel.to_string());
+            let medians = interleaved(&mut case, rounds);
+            let text = table(&case, &medians, &kernel, rounds);
+            println!("{text}");
+            if !header_written {
+                append_markdown(&run_header(&device));
+                header_written = true;
+            }
+            append_markdown(&text);
+        }
+    }
+    c.final_summary();
+}

@@ -104,6 +104,8 @@ pub enum Error {
     Driver(DriverError),
     /// A cuBLAS call failed (baselines only).
     Cublas(CublasError),
+    /// A cuBLASLt call failed (the [`crate::baseline::CublasLtLinear`] baseline only).
+    CublasLt(cudarc::cublaslt::result::CublasError),
 }
 
 impl fmt::Display for Error {
@@ -145,6 +147,7 @@ impl fmt::Display for Error {
             }
             Error::Driver(e) => write!(f, "CUDA driver error: {e:?}"),
             Error::Cublas(e) => write!(f, "cuBLAS error: {e:?}"),
+            Error::CublasLt(e) => write!(f, "cuBLASLt error: {e:?}"),
         }
     }
 }
@@ -160,6 +163,12 @@ impl From<DriverError> for Error {
 impl From<CublasError> for Error {
     fn from(e: CublasError) -> Self {
         Error::Cublas(e)
+    }
+}
+
+impl From<cudarc::cublaslt::result::CublasError> for Error {
+    fn from(e: cudarc::cublaslt::result::CublasError) -> Self {
+        Error::CublasLt(e)
     }
 }
 

@@ -36,6 +36,10 @@ pub enum Kernel {
     Sm80Large,
     /// mma.sync, 128×128×32 CTA tile, 3 stages, 4-byte loads (any shape and alignment).
     Sm80LargeScalar,
+    /// mma.sync, 128×256×32 CTA tile, 8 warps, 3 stages, 16-byte loads (144 KiB: sm_80, sm_90).
+    Sm80Wide,
+    /// mma.sync, 128×256×32 CTA tile, 8 warps, 3 stages, 4-byte loads (any shape and alignment).
+    Sm80WideScalar,
     /// mma.sync, 64×64×32 CTA tile, 4 stages, 16-byte loads: small problems.
     Sm80Small,
     /// mma.sync, 64×64×32 CTA tile, 4 stages, 4-byte loads: small problems, any shape.
@@ -75,8 +79,10 @@ const fn sm80(name: &'static str, m: u32, n: u32, k: u32, stages: u32, threads: 
 
 impl Kernel {
     /// All kernels, in the order dispatch prefers them.
-    pub const ALL: [Kernel; 5] = [
+    pub const ALL: [Kernel; 7] = [
         Kernel::Sm90Pingpong,
+        Kernel::Sm80Wide,
+        Kernel::Sm80WideScalar,
         Kernel::Sm80Large,
         Kernel::Sm80Small,
         Kernel::Sm80LargeScalar,
@@ -88,6 +94,8 @@ impl Kernel {
         match self {
             Kernel::Sm80Large => sm80("ge_sm80_tf32_128x128x32_s3_vec4", GE_SM80_LARGE_TILE_M, GE_SM80_LARGE_TILE_N, GE_SM80_LARGE_TILE_K, GE_SM80_LARGE_STAGES, GE_SM80_LARGE_THREADS, true),
             Kernel::Sm80LargeScalar => sm80("ge_sm80_tf32_128x128x32_s3_scalar", GE_SM80_LARGE_TILE_M, GE_SM80_LARGE_TILE_N, GE_SM80_LARGE_TILE_K, GE_SM80_LARGE_STAGES, GE_SM80_LARGE_THREADS, false),
+            Kernel::Sm80Wide => sm80("ge_sm80_tf32_128x256x32_s3_vec4", GE_SM80_WIDE_TILE_M, GE_SM80_WIDE_TILE_N, GE_SM80_WIDE_TILE_K, GE_SM80_WIDE_STAGES, GE_SM80_WIDE_THREADS, true),
+            Kernel::Sm80WideScalar => sm80("ge_sm80_tf32_128x256x32_s3_scalar", GE_SM80_WIDE_TILE_M, GE_SM80_WIDE_TILE_N, GE_SM80_WIDE_TILE_K, GE_SM80_WIDE_STAGES, GE_SM80_WIDE_THREADS, false),
             Kernel::Sm80Small => sm80("ge_sm80_tf32_64x64x32_s4_vec4", GE_SM80_SMALL_TILE_M, GE_SM80_SMALL_TILE_N, GE_SM80_SMALL_TILE_K, GE_SM80_SMALL_STAGES, GE_SM80_SMALL_THREADS, true),
             Kernel::Sm80SmallScalar => sm80("ge_sm80_tf32_64x64x32_s4_scalar", GE_SM80_SMALL_TILE_M, GE_SM80_SMALL_TILE_N, GE_SM80_SMALL_TILE_K, GE_SM80_SMALL_STAGES, GE_SM80_SMALL_THREADS, false),
             Kernel::Sm90Pingpong => Spec {

@@ -3,7 +3,7 @@
  *
  * Plain C (no C++), so that nvcc compiles it into the kernels and bindgen turns it into
  * src/sys/bindings.rs for the Rust side. Never copy a struct from here by hand: edit this
- * file, then regenerate with `GEMM_EPILOGUE_BLESS=1 cargo test --test bindings`.
+ * file, then regenerate with `cargo build --features regen-bindings`.
  *
  * Computed by every kernel (row-major, leading dimensions in elements):
  *     v[m][n]   = sum_k X[m][k] * W[n][k] + bias[n]     (bias == NULL: v = acc)
@@ -56,6 +56,13 @@ typedef struct GeElementwiseParams {
 #define GE_SM80_LARGE_TILE_K 32
 #define GE_SM80_LARGE_STAGES 3
 #define GE_SM80_LARGE_THREADS 128
+
+/* "wide": 128x256x32 CTA tile, 8 warps of 64x64, 3 stages (144 KiB: sm_80 and sm_90 only) */
+#define GE_SM80_WIDE_TILE_M 128
+#define GE_SM80_WIDE_TILE_N 256
+#define GE_SM80_WIDE_TILE_K 32
+#define GE_SM80_WIDE_STAGES 3
+#define GE_SM80_WIDE_THREADS 256
 
 /* "small": 64x64x32 CTA tile, 4 warps of 32x32, 4 stages (64 KiB): small m or n */
 #define GE_SM80_SMALL_TILE_M 64

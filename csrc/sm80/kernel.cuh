@@ -57,13 +57,14 @@ __device__ __forceinline__ void gemm_bias_scale_residual(const GeProblem &p, flo
 
     WarpMma<Cfg> mma;
     mma.clear();
+    const auto lane_offsets = WarpMma<Cfg>::lane_offsets(warp_m, warp_n, lane);
     for (int kt = 0; kt < k_tiles; ++kt) {
         ptx::cp_async_wait<kStages - 2>();  // k-tile kt has landed (for this thread)...
         __syncthreads();                    // ...for all threads, and stage kt-1 is free again
         const int next = kt + kStages - 1;
         if (next < k_tiles) load_stage(next % kStages, next);
         ptx::cp_async_commit();
-        mma.step(x_tile(kt % kStages), w_tile(kt % kStages), warp_m, warp_n, lane);
+        mma.step(x_tile(kt % kStages), lane_offsets);
     }
     ptx::cp_async_wait<0>();  // nothing may still target smem when the CTA exits
 

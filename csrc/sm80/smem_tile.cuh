@@ -26,16 +26,19 @@ struct SmemTileLoader {
     __device__ __forceinline__ static void load(float *tile, const float *gmem, int64_t ld, int rows,
                                                 int k, int row0, int k0, int tid) {
         if constexpr (Access == OperandAccess::Vec4) {
-            constexpr int kChunks = Rows * 8;  // 16-byte chunks in the tile
-            static_assert(kChunks % Threads == 0, "uneven chunk split");
+            // Thread -> (row r0 + i * kRowStep, chunk): the chunk, and with it the swizzle term
+            // (kRowStep is a multiple of 8), is the same for all i, so only the row moves.
+            constexpr int kRowStep = Threads / 8;
+            static_assert(Threads % 64 == 0 && Rows % kRowStep == 0, "uneven chunk split");
+            const int r0 = tid >> 3, chunk = tid & 7;
+            const bool k_in = k0 + chunk * 4 < k;  // k % 4 == 0: a chunk is all in or all out
+            const float *src = gmem + int64_t(row0 + r0) * ld + (k0 + chunk * 4);
+            const int64_t src_step = int64_t(kRowStep) * ld;
+            const uint32_t dst = ptx::smem_addr(tile + r0 * 32 + ((chunk ^ (r0 & 7)) << 2));
 #pragma unroll
-            for (int i = 0; i < kChunks / Threads; ++i) {
-                const int c = tid + i * Threads;
-                const int r = c >> 3, chunk = c & 7;
-                const int grow = row0 + r, gk = k0 + chunk * 4;
-                const bool valid = grow < rows && gk < k;  // k % 4 == 0: a chunk is all in or all out
-                const float *src = valid ? gmem + int64_t(grow) * ld + gk : gmem;
-                ptx::cp_async_16(ptx::smem_addr(tile + r * 32 + ((chunk ^ (r & 7)) << 2)), src, valid);
+            for (int i = 0; i < Rows / kRowStep; ++i) {
+                const bool valid = k_in && row0 + r0 + i * kRowStep < rows;
+                ptx::cp_async_16(dst + i * kRowStep * 32 * 4, valid ? src + i * src_step : gmem, valid);
             }
         } else {
             constexpr int kElems = Rows * 32;

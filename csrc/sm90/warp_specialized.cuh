@@ -1,12 +1,15 @@
-// Warp-specialized persistent "ping-pong" TF32 GEMM + fused epilogue (sm_90a).
+// Warp-specialized persistent TF32 GEMM + fused epilogue (sm_90a), CUTLASS 3.x style.
 //
 //   warpgroup 0      producer: one thread issues the TMA loads of every tile of this CTA
 //                    into a STAGES-deep ring (full/empty mbarriers).
-//   warpgroups 1, 2  consumers: take alternate tiles of the CTA (0, 2, 4, ... and 1, 3, 5, ...),
-//                    each a whole TILE_M x TILE_N tile in registers. An order barrier hands the
-//                    tensor cores from one consumer to the other when it has issued its last
-//                    wgmma, so one consumer's epilogue (bias, scale, stores) overlaps the other's
-//                    mainloop.
+//   warpgroups 1, 2  consumers, by Schedule:
+//     PingPong     take alternate tiles of the CTA (0, 2, 4, ... and 1, 3, 5, ...), each a whole
+//                  TILE_M x TILE_N tile in registers. An order barrier hands the tensor cores
+//                  from one consumer to the other when it has issued its last wgmma, so one
+//                  consumer's epilogue (bias, scale, stores) overlaps the other's mainloop.
+//     Cooperative  split every tile along M (TILE_M / 2 rows each). With TILE_N = 256 each
+//                  consumer issues m64n256k8, which reads fewer smem bytes per FLOP than two
+//                  m64n128k8 sharing a B operand; TF32 wgmma is close to smem-bandwidth bound.
 #pragma once
 
 #include <cstdint>
@@ -19,10 +22,12 @@
 
 namespace ge::sm90 {
 
-template <int TILE_M_, int TILE_N_, int TILE_K_, int STAGES_, int GROUP_M_ = 8, int CLUSTER_M_ = 1>
-struct PingpongConfig {
-    static constexpr int TILE_M = TILE_M_;  // rows of X / out per consumer tile
-    static constexpr int TILE_N = TILE_N_;  // rows of W / columns of out per consumer tile
+enum class Schedule { PingPong, Cooperative };
+
+template <int TILE_M_, int TILE_N_, int TILE_K_, int STAGES_, Schedule SCHEDULE_, int CLUSTER_M_ = 1, int GROUP_M_ = 8>
+struct KernelConfig {
+    static constexpr int TILE_M = TILE_M_;  // rows of X / out per CTA tile (one TMA box)
+    static constexpr int TILE_N = TILE_N_;  // rows of W / columns of out per CTA tile
     static constexpr int TILE_K = TILE_K_;  // K per stage: one 128-byte swizzle row
     static constexpr int STAGES = STAGES_;  // smem ring depth, shared by both consumers
     static constexpr int GROUP_M = GROUP_M_;  // raster group height (tiles) for L2 reuse
@@ -31,18 +36,24 @@ struct PingpongConfig {
     static constexpr int CLUSTER_M = CLUSTER_M_;
     static constexpr int B_SLICE_ROWS = TILE_N / CLUSTER_M;  // W map box rows
 
-    static constexpr int CONSUMERS = 2;                      // ping-pong pair
+    static constexpr Schedule SCHEDULE = SCHEDULE_;
+    static constexpr bool COOPERATIVE = SCHEDULE == Schedule::Cooperative;
+    static constexpr int CONSUMERS = 2;                      // consumer warpgroups
     static constexpr int WARPGROUP_THREADS = 128;
     static constexpr int THREADS = WARPGROUP_THREADS * (1 + CONSUMERS);
-    // Register split (65536 per SM, one CTA): producer needs few, consumers hold a whole
-    // 128x128 fp32 accumulator (128 per thread). 40*128 + 232*256 = 64512 <= 65536.
+    // Register split (65536 per SM, one CTA): producer needs few, consumers hold a
+    // CONSUMER_ROWS x TILE_N fp32 accumulator (128 per thread). 40*128 + 232*256 = 64512.
     static constexpr uint32_t PRODUCER_REGS = 40;
     static constexpr uint32_t CONSUMER_REGS = 232;
 
     static constexpr int WGMMA_M = 64;   // wgmma.m64nNk8: one warpgroup, 64 rows
     static constexpr int WGMMA_N = TILE_N;
     static constexpr int WGMMA_K = 8;    // TF32 K per instruction
-    static constexpr int M_ATOMS = TILE_M / WGMMA_M;  // wgmmas stacked along M per k-step
+    static constexpr int CONSUMER_ROWS = COOPERATIVE ? TILE_M / CONSUMERS : TILE_M;  // rows per consumer
+    static constexpr int M_ATOMS = CONSUMER_ROWS / WGMMA_M;  // wgmmas stacked along M per k-step
+    static constexpr int TILE_STEP = COOPERATIVE ? 1 : CONSUMERS;  // a consumer's stride through CTA tiles
+    // Consumer warps releasing each stage, per CTA of the cluster.
+    static constexpr int RELEASERS = (COOPERATIVE ? CONSUMERS : 1) * WARPGROUP_THREADS / 32;
     static constexpr int K_STEPS = TILE_K / WGMMA_K;  // k-steps per stage
     static constexpr int ACC_PER_ATOM = WGMMA_M * WGMMA_N / WARPGROUP_THREADS;  // fp32 regs
 
@@ -55,8 +66,9 @@ struct PingpongConfig {
     static constexpr uint32_t ORDER_BARRIER = 1;
     static constexpr uint32_t ORDER_BARRIER_THREADS = 2 * WARPGROUP_THREADS;
 
-    static_assert(TILE_N == 128, "the wgmma wrapper is m64n128k8");
-    static_assert(TILE_M % WGMMA_M == 0, "TILE_M: multiple of 64 (one warpgroup wgmma)");
+    static_assert(TILE_N == 128 || TILE_N == 256, "wrapped wgmma shapes: m64n128k8, m64n256k8");
+    static_assert(CONSUMER_ROWS % WGMMA_M == 0, "rows per consumer: multiple of 64 (one warpgroup wgmma)");
+    static_assert(M_ATOMS * ACC_PER_ATOM <= 128, "accumulator above 128 registers per thread");
     static_assert(TILE_M <= 256 && TILE_N <= 256, "TMA boxDim is at most 256 per dimension");
     static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "cluster of 1 or 2 CTAs along M");
     static_assert((B_SLICE_ROWS * TILE_K * 4) % kSwizzleAtomBytes == 0, "W slices must stay swizzle-atom aligned");
@@ -132,11 +144,11 @@ __device__ __forceinline__ void release_stage(typename Cfg::Storage &s, uint32_t
     }
 }
 
-// Mainloop of one consumer tile: acc[ma] = X(m0 + 64 ma .. +64, :) * W(n0 .. +TILE_N, :)^T.
+// Mainloop of one consumer tile: acc[ma] = X(m0 + row0 + 64 ma .. +64, :) * W(n0 .. +TILE_N, :)^T.
 // Returns with the last stage still held (released by the caller after wgmma_wait_group<0>).
 template <class Cfg>
 __device__ __forceinline__ uint32_t mma_tile(typename Cfg::Storage &s, PipelineState &pipe, int k_tiles,
-                                             float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM], int lane) {
+                                             float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM], int row0, int lane) {
     uint32_t held_stage = 0;
     for (int kb = 0; kb < k_tiles; ++kb) {
         ptx::mbarrier_wait(&s.full[pipe.stage], pipe.phase);
@@ -147,10 +159,10 @@ __device__ __forceinline__ uint32_t mma_tile(typename Cfg::Storage &s, PipelineS
         for (int ks = 0; ks < Cfg::K_STEPS; ++ks) {
 #pragma unroll
             for (int ma = 0; ma < Cfg::M_ATOMS; ++ma) {
-                // A: rows 64*ma.. of the tile (64 rows * 128 B apart), k-step ks (32 B along the row).
-                const uint64_t a = desc_advance(desc_a, ma * Cfg::WGMMA_M * 128 + ks * Cfg::WGMMA_K * 4);
+                // A: rows row0 + 64*ma.. of the tile (128 B per row), k-step ks (32 B along the row).
+                const uint64_t a = desc_advance(desc_a, (row0 + ma * Cfg::WGMMA_M) * 128 + ks * Cfg::WGMMA_K * 4);
                 const uint64_t b = desc_advance(desc_b, ks * Cfg::WGMMA_K * 4);
-                ptx::wgmma_m64n128k8_tf32(acc[ma], a, b, (kb | ks) != 0);
+                ptx::wgmma_tf32<Cfg::WGMMA_N>(acc[ma], a, b, (kb | ks) != 0);
             }
         }
         ptx::wgmma_commit_group();
@@ -200,14 +212,16 @@ __device__ __forceinline__ void store_tile(const GeProblem &prob, int m0, int n0
     }
 }
 
-// Consumer warpgroup `consumer` (0 or 1): tiles j = consumer, consumer + 2, ... of this CTA.
+// Consumer warpgroup `consumer` (0 or 1). PingPong: tiles j = consumer, consumer + 2, ... of
+// this CTA, whole. Cooperative: every tile j, rows consumer * CONSUMER_ROWS.. of it.
 template <class Cfg>
 __device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Storage &s,
                                         const typename Cfg::Scheduler &sched, int k_tiles, int first_tile,
                                         int tile_stride, int cta_rank, int consumer, int warp, int lane) {
     const GeProblem &prob = p.problem;
     const bool vec2 = (prob.ldo % 2 == 0) && ((reinterpret_cast<uintptr_t>(prob.out) & 7) == 0);
-    for (int j = consumer;; j += Cfg::CONSUMERS) {
+    const int row0 = Cfg::COOPERATIVE ? consumer * Cfg::CONSUMER_ROWS : 0;
+    for (int j = Cfg::COOPERATIVE ? 0 : consumer;; j += Cfg::TILE_STEP) {
         const int id = first_tile + j * tile_stride;
         if (id >= sched.num_tiles) break;
         const auto tile = sched.tile(id);
@@ -215,13 +229,13 @@ __device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Sto
         PipelineState pipe = PipelineState::at<Cfg::STAGES>(static_cast<uint64_t>(j) * k_tiles);
 
         // Wait for the other consumer to finish issuing its mainloop (none before tile 0).
-        if (j > 0) ptx::named_barrier_sync(Cfg::ORDER_BARRIER + consumer, Cfg::ORDER_BARRIER_THREADS);
+        if (!Cfg::COOPERATIVE && j > 0) ptx::named_barrier_sync(Cfg::ORDER_BARRIER + consumer, Cfg::ORDER_BARRIER_THREADS);
 
         float acc[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM];
-        const uint32_t held_stage = mma_tile<Cfg>(s, pipe, k_tiles, acc, lane);
+        const uint32_t held_stage = mma_tile<Cfg>(s, pipe, k_tiles, acc, row0, lane);
 
         // Hand the tensor cores to the other consumer, if it has a next tile (arrivals must match waits).
-        if (first_tile + (j + 1) * tile_stride < sched.num_tiles)
+        if (!Cfg::COOPERATIVE && first_tile + (j + 1) * tile_stride < sched.num_tiles)
             ptx::named_barrier_arrive(Cfg::ORDER_BARRIER + (consumer ^ 1), Cfg::ORDER_BARRIER_THREADS);
 
         ptx::wgmma_wait_group<0>();
@@ -231,13 +245,13 @@ __device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Sto
             for (int r = 0; r < Cfg::ACC_PER_ATOM; ++r) ptx::fence_operand(acc[ma][r]);
         if (lane == 0) release_stage<Cfg>(s, held_stage);
 
-        store_tile<Cfg>(prob, tile.m0 + cta_rank * Cfg::TILE_M, tile.n0, acc, warp, lane, vec2);
+        store_tile<Cfg>(prob, tile.m0 + cta_rank * Cfg::TILE_M + row0, tile.n0, acc, warp, lane, vec2);
     }
 }
 
 // The whole kernel body; the __global__ entry passes its thread/block indices.
 template <class Cfg>
-__device__ __forceinline__ void pingpong_gemm(const GeSm90Params &p, uint8_t *smem_raw, int thread_idx,
+__device__ __forceinline__ void warp_specialized_gemm(const GeSm90Params &p, uint8_t *smem_raw, int thread_idx,
                                               int block_idx, int grid_size) {
     // Align the dynamic smem base to a swizzle atom (SMEM_BYTES includes this slack).
     const uint32_t misalign = ptx::smem_u32(smem_raw) & (kSwizzleAtomBytes - 1);
@@ -251,7 +265,7 @@ __device__ __forceinline__ void pingpong_gemm(const GeSm90Params &p, uint8_t *sm
     if (thread_idx == 0) {
         for (int i = 0; i < Cfg::STAGES; ++i) {
             ptx::mbarrier_init(&s.full[i], 1);  // producer's arrive_expect_tx; TMA completes the bytes
-            ptx::mbarrier_init(&s.empty[i], Cfg::CLUSTER_M * Cfg::WARPGROUP_THREADS / 32);  // per consumer warp
+            ptx::mbarrier_init(&s.empty[i], Cfg::CLUSTER_M * Cfg::RELEASERS);  // consumer warps
         }
         ptx::fence_barrier_init();
         ptx::prefetch_tensormap(&p.x_map);

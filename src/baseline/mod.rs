@@ -6,6 +6,9 @@
 
 use std::sync::Arc;
 
+mod cublaslt;
+pub use cublaslt::{CublasLtLinear, CublasLtPlan};
+
 use cudarc::cublas::{sys as blas, CudaBlas};
 use cudarc::driver::{CudaStream, CudaView, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 

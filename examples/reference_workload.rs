@@ -1,0 +1,430 @@
+//! The main job: `out = (v·s) + v`, `v = x·wᵀ + b` on the reference workload (X 16384×4096,
+//! W 4096×4096, b 4096, s = 0.5), timed against cuBLAS and checked against cuBLAS and an f64
+//! reference.
+//!
+//! ```text
+//! cargo run --release --example reference_workload -- [--m 16384] [--n 4096] [--k 4096]
+//!     [--scale 0.5] [--reps 30] [--no-bias] [--seed N]
+//! ```
+//!
+//! Variants, timed interleaved on one stream with CUDA events (after warm-up, `reps` rounds, each
+//! timing every variant once in rotating order; medians reported):
+//! - ours: the fused kernel, `Dispatch::Auto` (the kernel that ran is printed);
+//! - cuBLAS GEMM + elementwise: `cublasGemmEx` TF32 then our elementwise `v·s + v` pass;
+//! - cuBLASLt 1 call: `cublasLtMatmul`, bias epilogue, `alpha = 1+s`, bias pre-scaled by `1+s`;
+//! - cuBLAS GEMM alone: no bias, no epilogue (a different result; the speed ceiling to beat).
+//!
+//! Checks: ours against cuBLAS + elementwise on every element (max |diff|, ‖diff‖/‖ref‖), and every
+//! variant against an f64 reference on 256 sampled elements. Exit code 1 when ours has a
+//! normalised error above 1e-3 against f64 or a non-finite element (the inputs are finite), or
+//! when there is no usable GPU; 2 on a bad command line.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use gemm_epilogue::baseline::{CublasBaseline, CublasLtLinear, CublasLtPlan};
+use gemm_epilogue::cudarc::driver::sys::CUevent_flags;
+use gemm_epilogue::cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream};
+use gemm_epilogue::reference::{self, HostMatrix};
+use gemm_epilogue::{cuda_context, FusedGemm, MatrixMut, MatrixRef, Plan};
+
+const USAGE: &str = "\
+usage: reference_workload [--m M] [--n N] [--k K] [--scale S] [--reps R] [--no-bias] [--seed SEED]
+
+  out = (v*s) + v,  v = x·wᵀ + b   (x: M×K, w: N×K as nn.Linear, b: N; fp32, TF32 tensor cores)
+
+  --m M        rows of x and out                 (default 16384)
+  --n N        rows of w = columns of out        (default 4096)
+  --k K        inner dimension                   (default 4096)
+  --scale S    the s in v*s + v                  (default 0.5)
+  --reps R     interleaved timing rounds         (default 30)
+  --no-bias    b = None
+  --seed SEED  PRNG seed for the inputs          (default: fresh each run)
+  --help       this text";
+
+const NORM_ERR_LIMIT: f64 = 1e-3;
+const SAMPLES: usize = 256;
+
+struct Opts {
+    m: usize,
+    n: usize,
+    k: usize,
+    scale: f32,
+    reps: usize,
+    bias: bool,
+    seed: Option<u64>,
+}
+
+enum Parsed {
+    Run(Opts),
+    Help,
+    Bad(String),
+}
+
+fn parse(args: &[String]) -> Parsed {
+    let mut o = Opts { m: 16384, n: 4096, k: 4096, scale: 0.5, reps: 30, bias: true, seed: None };
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let mut value = |name: &str| -> Result<String, String> { it.next().cloned().ok_or(format!("{name} needs a value")) };
+        let result: Result<(), String> = (|| {
+            match flag.as_str() {
+                "--help" | "-h" => return Err("help".into()),
+                "--no-bias" => o.bias = false,
+                "--m" => o.m = value("--m")?.parse().map_err(|e| format!("--m: {e}"))?,
+                "--n" => o.n = value("--n")?.parse().map_err(|e| format!("--n: {e}"))?,
+                "--k" => o.k = value("--k")?.parse().map_err(|e| format!("--k: {e}"))?,
+                "--reps" => o.reps = value("--reps")?.parse().map_err(|e| format!("--reps: {e}"))?,
+                "--seed" => o.seed = Some(value("--seed")?.parse().map_err(|e| format!("--seed: {e}"))?),
+                "--scale" => {
+                    let s: f32 = value("--scale")?.parse().map_err(|e| format!("--scale: {e}"))?;
+                    if !s.is_finite() {
+                        return Err("--scale must be finite".into());
+                    }
+                    o.scale = s;
+                }
+                other => return Err(format!("unknown argument `{other}`")),
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => {}
+            Err(e) if e == "help" => return Parsed::Help,
+            Err(e) => return Parsed::Bad(e),
+        }
+    }
+    if o.m == 0 || o.n == 0 || o.k == 0 {
+        return Parsed::Bad("--m, --n and --k must be at least 1".into());
+    }
+    if o.reps == 0 {
+        return Parsed::Bad("--reps must be at least 1".into());
+    }
+    Parsed::Run(o)
+}
+
+/// SplitMix64.
+struct Rng(u64);
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in (0, 1), never 0.
+    fn open01(&mut self) -> f32 {
+        ((self.next_u64() >> 40) as f32 + 0.5) * (1.0 / (1u64 << 24) as f32)
+    }
+    /// Uniform in (−a, a), never 0.
+    fn sym(&mut self, a: f32) -> f32 {
+        (2.0 * self.open01() - 1.0) * a
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Variant {
+    Ours,
+    CublasElementwise,
+    CublasLt,
+    CublasGemm,
+}
+const VARIANTS: [Variant; 4] = [Variant::Ours, Variant::CublasElementwise, Variant::CublasLt, Variant::CublasGemm];
+impl Variant {
+    fn label(self) -> &'static str {
+        match self {
+            Variant::Ours => "ours (fused, 1 kernel)",
+            Variant::CublasElementwise => "cuBLAS GEMM + elementwise",
+            Variant::CublasLt => "cuBLASLt bias+alpha (1 call)",
+            Variant::CublasGemm => "cuBLAS GEMM alone (no b, no epilogue)",
+        }
+    }
+    fn index(self) -> usize {
+        VARIANTS.iter().position(|&v| v == self).unwrap()
+    }
+}
+
+struct Job {
+    o: Opts,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    gemm: FusedGemm,
+    blas: CublasBaseline,
+    lt: CublasLtLinear,
+    lt_plan: Option<CublasLtPlan>,
+    x: CudaSlice<f32>,
+    w: CudaSlice<f32>,
+    b: Option<CudaSlice<f32>>,
+    /// One output per variant, so they can be compared afterwards.
+    outs: Vec<CudaSlice<f32>>,
+}
+
+impl Job {
+    fn launch(&mut self, v: Variant) -> gemm_epilogue::Result<Option<Plan>> {
+        let (m, n, k, s) = (self.o.m, self.o.n, self.o.k, self.o.scale);
+        let x = MatrixRef::from_slice(&self.x, m, k);
+        let w = MatrixRef::from_slice(&self.w, n, k);
+        let b = self.b.as_ref().map(|b| b.as_view());
+        let mut out = MatrixMut::from_slice(&mut self.outs[v.index()], m, n);
+        match v {
+            Variant::Ours => self.gemm.run(&self.stream, &x, &w, b.as_ref(), s, &mut out),
+            Variant::CublasElementwise => self.blas.linear_scale_residual(&x, &w, b.as_ref(), s, &mut out).map(|_| None),
+            Variant::CublasLt => match &self.lt_plan {
+                Some(plan) => self.lt.run(plan, &x, &w, &mut out).map(|_| None),
+                None => Ok(None),
+            },
+            Variant::CublasGemm => self.blas.gemm(&x, &w, &mut out).map(|_| None),
+        }
+    }
+
+    fn event(&self) -> gemm_epilogue::Result<CudaEvent> {
+        Ok(self.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?)
+    }
+
+    fn available(&self) -> Vec<Variant> {
+        VARIANTS.iter().copied().filter(|&v| v != Variant::CublasLt || self.lt_plan.is_some()).collect()
+    }
+
+    /// Median ms per call of each variant, interleaved in rotating order.
+    fn time(&mut self) -> gemm_epilogue::Result<([Option<f64>; 4], u64)> {
+        let avail = self.available();
+        // Warm-up (clocks, caches, lazy module loading inside cuBLAS), then size the batches.
+        for _ in 0..3 {
+            for &v in &avail {
+                self.launch(v)?;
+            }
+        }
+        self.stream.synchronize()?;
+        let mut fastest = f64::INFINITY;
+        for &v in &avail {
+            let (a, e) = (self.event()?, self.event()?);
+            a.record(&self.stream)?;
+            for _ in 0..3 {
+                self.launch(v)?;
+            }
+            e.record(&self.stream)?;
+            fastest = fastest.min(a.elapsed_ms(&e)? as f64 / 3.0);
+        }
+        // Longer warm-up: ~0.3 s of all variants, so clocks and power settle before timing.
+        let round_ms: f64 = fastest * avail.len() as f64;
+        for _ in 0..((300.0 / round_ms.max(1e-3)).ceil() as usize).min(2000) {
+            for &v in &avail {
+                self.launch(v)?;
+            }
+        }
+        self.stream.synchronize()?;
+        // A sample lasts ≥ ~0.5 ms, well above the events' ~0.5 µs resolution.
+        let batch = (0.5 / fastest.max(1e-6)).ceil().clamp(1.0, 500.0) as u64;
+        let mut recorded = Vec::with_capacity(self.o.reps * avail.len());
+        for r in 0..self.o.reps {
+            for i in 0..avail.len() {
+                let v = avail[(r + i) % avail.len()];
+                let (a, e) = (self.event()?, self.event()?);
+                a.record(&self.stream)?;
+                for _ in 0..batch {
+                    self.launch(v)?;
+                }
+                e.record(&self.stream)?;
+                recorded.push((v.index(), a, e));
+            }
+        }
+        self.stream.synchronize()?;
+        let mut samples = vec![Vec::new(); 4];
+        for (i, a, e) in &recorded {
+            samples[*i].push(a.elapsed_ms(e)? as f64 / batch as f64);
+        }
+        let mut med = [None; 4];
+        for (i, s) in samples.iter_mut().enumerate() {
+            if !s.is_empty() {
+                s.sort_by(|a, b| a.total_cmp(b));
+                let n = s.len();
+                med[i] = Some(if n % 2 == 1 { s[n / 2] } else { 0.5 * (s[n / 2 - 1] + s[n / 2]) });
+            }
+        }
+        Ok((med, batch))
+    }
+}
+
+/// Error of one output against the f64 reference on the sampled elements.
+struct SpotError {
+    /// sqrt(Σ (out − ref)²) / sqrt(Σ ref²).
+    normalised: f64,
+    /// max |out − ref| / magnitude, magnitude = (1+|s|)(Σ|x||w| + |b|).
+    max_rel_to_magnitude: f64,
+    max_abs: f64,
+    non_finite: usize,
+}
+
+fn spot_check(out: &[f32], n: usize, refs: &[((usize, usize), reference::RefElement)]) -> SpotError {
+    let (mut num, mut den, mut worst, mut max_abs, mut non_finite) = (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0usize);
+    for &((r, c), re) in refs {
+        let got = out[r * n + c] as f64;
+        if !got.is_finite() {
+            non_finite += 1;
+            continue;
+        }
+        let err = (got - re.value).abs();
+        num += err * err;
+        den += re.value * re.value;
+        max_abs = max_abs.max(err);
+        worst = worst.max(if re.magnitude > 0.0 { err / re.magnitude } else { err });
+    }
+    SpotError { normalised: num.sqrt() / den.sqrt().max(f64::MIN_POSITIVE), max_rel_to_magnitude: worst, max_abs, non_finite }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let o = match parse(&args) {
+        Parsed::Run(o) => o,
+        Parsed::Help => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Parsed::Bad(e) => {
+            eprintln!("error: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let ctx = match cuda_context(0) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("no CUDA driver/device: {e}; this example needs an NVIDIA GPU (sm_80+)");
+            return ExitCode::from(1);
+        }
+    };
+    match run(o, ctx) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(o: Opts, ctx: Arc<CudaContext>) -> gemm_epilogue::Result<ExitCode> {
+    let gemm = match FusedGemm::new(&ctx) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("the fused kernels cannot run here: {e}; this example needs an NVIDIA GPU (sm_80+)");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let dev = gemm.device();
+    println!(
+        "device: {} (sm_{}{}, {} SMs)",
+        ctx.name().unwrap_or_else(|_| "unknown".into()),
+        dev.compute_capability.0,
+        dev.compute_capability.1,
+        dev.sm_count
+    );
+    let (m, n, k, s) = (o.m, o.n, o.k, o.scale);
+    let flop = 2.0 * m as f64 * n as f64 * k as f64;
+    println!("problem: x {m}×{k}, w {n}×{k}, b {}, s = {s}: {:.3} TFLOP", if o.bias { n.to_string() } else { "none".into() }, flop / 1e12);
+
+    let seed = o.seed.unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map_or(0x5eed, |d| d.as_nanos() as u64));
+    println!("seed: {seed} (x ~ U(0,1), w, b ~ U(−1/√K, 1/√K))");
+    let mut rng = Rng(seed);
+    let a = 1.0 / (k as f32).sqrt();
+    let hx: Vec<f32> = (0..m * k).map(|_| rng.open01()).collect();
+    let hw: Vec<f32> = (0..n * k).map(|_| rng.sym(a)).collect();
+    let hb: Option<Vec<f32>> = o.bias.then(|| (0..n).map(|_| rng.sym(a)).collect());
+
+    let stream = ctx.default_stream();
+    let x = stream.clone_htod(&hx)?;
+    let w = stream.clone_htod(&hw)?;
+    let b = hb.as_ref().map(|hb| stream.clone_htod(hb)).transpose()?;
+    let outs = (0..4).map(|_| stream.alloc_zeros::<f32>(m * n)).collect::<Result<Vec<_>, _>>()?;
+    let blas = CublasBaseline::new(&gemm, stream.clone())?;
+    let lt = CublasLtLinear::new(&gemm, stream.clone())?;
+    let mut job = Job { o, ctx: ctx.clone(), stream: stream.clone(), gemm, blas, lt, lt_plan: None, x, w, b, outs };
+    {
+        let (xr, wr) = (MatrixRef::from_slice(&job.x, m, k), MatrixRef::from_slice(&job.w, n, k));
+        let bv = job.b.as_ref().map(|b| b.as_view());
+        let probe = MatrixMut::from_slice(&mut job.outs[Variant::CublasLt.index()], m, n);
+        match job.lt.prepare(&xr, &wr, bv.as_ref(), s, &probe) {
+            Ok(p) => job.lt_plan = Some(p),
+            Err(e) => println!("cuBLASLt variant unavailable: {e}"),
+        }
+    }
+
+    let plan = job.launch(Variant::Ours)?;
+    match plan {
+        Some(p) => println!("ours ran: {} (grid {}, block {}, smem {} B)", p.kernel, p.grid, p.block, p.smem_bytes),
+        None => println!("ours ran: nothing (empty problem)"),
+    }
+
+    let (medians, batch) = job.time()?;
+    println!("timing: {} interleaved rounds, {batch} call(s) per sample, medians", job.o.reps);
+
+    // Results: every variant ran last in the timing loop on its own buffer.
+    stream.synchronize()?;
+    let host: Vec<Option<Vec<f32>>> = VARIANTS
+        .iter()
+        .map(|&v| if job.available().contains(&v) { stream.clone_dtoh(&job.outs[v.index()]).map(Some) } else { Ok(None) })
+        .collect::<Result<_, _>>()?;
+    let ours = host[0].as_ref().expect("ours always runs");
+    let base = host[1].as_ref().expect("the cuBLAS baseline always runs");
+
+    // Ours vs cuBLAS + elementwise, every element.
+    let (mut max_diff, mut num, mut den, mut ours_non_finite) = (0.0f64, 0.0f64, 0.0f64, 0usize);
+    for (&a, &b) in ours.iter().zip(base.iter()) {
+        if !a.is_finite() {
+            ours_non_finite += 1;
+            continue;
+        }
+        let d = (a as f64 - b as f64).abs();
+        max_diff = max_diff.max(d);
+        num += d * d;
+        den += (b as f64) * (b as f64);
+    }
+    let norm_diff = num.sqrt() / den.sqrt().max(f64::MIN_POSITIVE);
+
+    // f64 spot check on sampled elements (corners included).
+    let (xm, wm) = (HostMatrix::new(&hx, m, k), HostMatrix::new(&hw, n, k));
+    let mut points: Vec<(usize, usize)> = vec![(0, 0), (0, n - 1), (m - 1, 0), (m - 1, n - 1)];
+    while points.len() < SAMPLES.min(m * n) {
+        points.push((rng.below(m), rng.below(n)));
+    }
+    let refs: Vec<_> = points.iter().map(|&(r, c)| ((r, c), reference::element(xm, wm, hb.as_deref(), s, r, c))).collect();
+    let errors: Vec<Option<SpotError>> = host.iter().enumerate().map(|(i, h)| if i == 3 { None } else { h.as_ref().map(|h| spot_check(h, n, &refs)) }).collect();
+
+    let t_ours = medians[0].expect("ours is always timed");
+    println!();
+    println!("| variant | median ms | TFLOP/s | speed-up of ours over it | error vs f64 ({} samples): ‖e‖/‖ref‖, max |e|/magnitude |", refs.len());
+    println!("|---|---:|---:|---:|---|");
+    for v in VARIANTS {
+        let i = v.index();
+        let Some(ms) = medians[i] else {
+            println!("| {} | n/a | n/a | n/a | not available |", v.label());
+            continue;
+        };
+        let err = match &errors[i] {
+            Some(e) => format!("{:.2e}, {:.2e}{}", e.normalised, e.max_rel_to_magnitude, if e.non_finite > 0 { format!(" ({} non-finite)", e.non_finite) } else { String::new() }),
+            None if v == Variant::CublasGemm => "n/a (computes x·wᵀ only)".into(),
+            None => "n/a".into(),
+        };
+        println!("| {} | {:.4} | {:.1} | {:.3}× | {} |", v.label(), ms, flop / (ms * 1e-3) / 1e12, ms / t_ours, err);
+    }
+    println!();
+    println!("ours vs cuBLAS + elementwise, all {} elements: max |diff| = {max_diff:.3e}, ‖diff‖/‖cuBLAS‖ = {norm_diff:.3e}", m * n);
+    let e = errors[0].as_ref().expect("ours is checked");
+    println!("ours vs f64: ‖e‖/‖ref‖ = {:.3e}, max |e| = {:.3e}, max |e|/magnitude = {:.3e}", e.normalised, e.max_abs, e.max_rel_to_magnitude);
+
+    let mut failed = false;
+    if ours_non_finite > 0 {
+        eprintln!("FAIL: {ours_non_finite} non-finite elements in our output (inputs are finite)");
+        failed = true;
+    }
+    if e.normalised.is_nan() || e.normalised > NORM_ERR_LIMIT {
+        eprintln!("FAIL: normalised error vs f64 {:.3e} exceeds {NORM_ERR_LIMIT:e}", e.normalised);
+        failed = true;
+    }
+    if failed {
+        return Ok(ExitCode::from(1));
+    }
+    println!("PASS (normalised error vs f64 ≤ {NORM_ERR_LIMIT:e}, all elements finite)");
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,396 @@
+//! Layouts and special values: strided views, views at offsets (misaligned → scalar kernels),
+//! K % 4 ≠ 0, K = 0, M = 0 / N = 0, NaN/±Inf propagation, bitwise agreement of the epilogue with
+//! the unfused `t = v*s; t + v` (no FMA contraction), and `Linear`.
+
+mod common;
+
+use common::{Case, DeviceInputs, Gpu, Inputs, Rng, XDist};
+use gemm_epilogue::reference::{self, RefElement};
+use gemm_epilogue::{Dispatch, Error, Kernel, Linear, MatrixMut, MatrixRef};
+
+/// Auto plus every kernel forced that can run `case` here.
+fn dispatches(g: &Gpu, case: &Case) -> Vec<Dispatch> {
+    let hopper = g.is_hopper();
+    let mut v = vec![Dispatch::Auto];
+    v.extend(Kernel::ALL.into_iter().filter(|&k| case.accepts(k, hopper)).map(Dispatch::Force));
+    v
+}
+
+/// Kernels that must refuse `case` here (vec4/TMA kernels on unaligned operands).
+fn refusing(g: &Gpu, case: &Case) -> Vec<Kernel> {
+    let hopper = g.is_hopper();
+    Kernel::ALL.into_iter().filter(|&k| !case.accepts(k, hopper)).collect()
+}
+
+fn check_all(g: &Gpu, case: Case, rng: &mut Rng) -> Vec<Option<gemm_epilogue::Plan>> {
+    let plans: Vec<_> = dispatches(g, &case).into_iter().map(|d| common::check(g, &case.dispatch(d), rng)).collect();
+    for k in refusing(g, &case) {
+        expect_unavailable(g, &case.force(k), k, rng);
+    }
+    plans
+}
+
+fn expect_unavailable(g: &Gpu, case: &Case, kernel: Kernel, rng: &mut Rng) {
+    let inputs = Inputs::generate(case, rng);
+    let d = DeviceInputs::upload(g, &inputs);
+    let mut out = g.stream.clone_htod(&common::poisoned(common::out_len(case))).unwrap();
+    let len = common::extent(case.m, case.n, case.ldo());
+    let r = {
+        let mut o = MatrixMut::with_ld(out.slice_mut(case.off_o..case.off_o + len), case.m, case.n, case.ldo());
+        g.gemm.with_dispatch(case.dispatch).run(&g.stream, &d.x_view(case), &d.w_view(case), d.b_view(case).as_ref(), case.scale, &mut o)
+    };
+    assert!(
+        matches!(r, Err(Error::KernelUnavailable { kernel: k, .. }) if k == kernel),
+        "forcing {kernel:?} on {case:?} should be refused, got {r:?}"
+    );
+    common::assert_all_poisoned(&g.stream.clone_dtoh(&out).unwrap(), &format!("refused {case:?}"));
+}
+
+// ---- strided and offset views -------------------------------------------------------------------
+
+/// ldx > K, ldw > K, ldo > N: the padding of the inputs is NaN (a kernel that reads it fails)
+/// and the padding of the output must keep its poison.
+#[test]
+fn strided_views() {
+    let Some(g) = common::gpu() else { return };
+    let mut rng = common::rng("strided_views");
+    let cases = [
+        // 16-byte-compatible strides: vec4 and TMA kernels run.
+        Case::new(130, 67, 64).pad(4, 8, 3),
+        Case::new(200, 130, 96).pad(12, 4, 6).scale(-1.0),
+        Case::new(257, 129, 1000).pad(24, 4, 1).bias(false).scale(3.0),
+        Case::new(64, 64, 32).pad(4, 4, 64).scale(1e-3).x_dist(XDist::Sym),
+        // Strides that are not multiples of 4: only the scalar kernels can run.
+        Case::new(65, 257, 36).pad(3, 1, 5),
+        Case::new(129, 33, 128).pad(1, 0, 0).scale(0.0),
+        Case::new(31, 100, 100).pad(0, 2, 2).bias(false),
+    ];
+    for case in cases {
+        for plan in check_all(&g, case, &mut rng) {
+            let plan = plan.expect("non-empty");
+            if !case.vec4_ok() {
+                assert!(common::is_scalar(plan.kernel), "{case:?} ran {plan:?}");
+            }
+        }
+    }
+}
+
+/// Views starting inside bigger buffers. x or w not 16-byte aligned (offset 1, 2 or 3 floats)
+/// must route Auto to a scalar kernel and still be right; the output may start anywhere.
+#[test]
+fn offset_views_route_to_scalar_kernels() {
+    let Some(g) = common::gpu() else { return };
+    let mut rng = common::rng("offset_views_route_to_scalar_kernels");
+    let misaligned = [
+        Case::new(150, 70, 64).offset(1, 0, 0, 0),
+        Case::new(150, 70, 64).offset(0, 2, 0, 0),
+        Case::new(300, 260, 128).offset(3, 1, 0, 0).bias(false),
+        Case::new(129, 65, 256).offset(2, 2, 1, 3).pad(4, 4, 1).scale(-1.0),
+        Case::new(64, 64, 64).pad(1, 0, 0), // aligned start, ldx % 4 != 0
+    ];
+    for case in misaligned {
+        assert!(!case.vec4_ok());
+        let auto = common::check(&g, &case, &mut rng).expect("ran");
+        assert!(common::is_scalar(auto.kernel), "misaligned {case:?} must run a scalar kernel, ran {auto:?}");
+        check_all(&g, case, &mut rng);
+    }
+    // Offsets that keep 16-byte alignment (and a misaligned output, which needs no alignment):
+    // the fast kernels still run.
+    let aligned = [Case::new(150, 70, 64).offset(4, 8, 1, 1), Case::new(256, 256, 128).offset(4, 4, 3, 2).pad(4, 0, 5)];
+    for case in aligned {
+        assert!(case.vec4_ok());
+        let auto = common::check(&g, &case, &mut rng).expect("ran");
+        assert!(!common::is_scalar(auto.kernel), "aligned {case:?} should not fall back to a scalar kernel, ran {auto:?}");
+        check_all(&g, case, &mut rng);
+    }
+}
+
+/// K not a multiple of 4 → only scalar kernels; Auto picks one.
+#[test]
+fn k_not_multiple_of_4_uses_scalar_kernels() {
+    let Some(g) = common::gpu() else { return };
+    let mut rng = common::rng("k_not_multiple_of_4_uses_scalar_kernels");
+    for (m, n, k) in [(64, 64, 4095), (200, 130, 3), (129, 257, 1), (33, 17, 2), (130, 66, 5), (1, 1000, 4097)] {
+        let case = Case::new(m, n, k).scale(rng.pick(&[0.5, 3.0, 1e-3]));
+        let auto = common::check(&g, &case, &mut rng).expect("ran");
+        assert!(common::is_scalar(auto.kernel), "K = {k} must run a scalar kernel, ran {auto:?}");
+        check_all(&g, case, &mut rng);
+    }
+}
+
+// ---- degenerate shapes ----------------------------------------------------------------------------
+
+/// K = 0: v = b (or 0 without bias), so out = (b*s) + b exactly, bit for bit.
+#[test]
+fn k_zero_gives_the_epilogue_of_the_bias() {
+    let Some(g) = common::gpu() else { return };
+    let mut rng = common::rng("k_zero_gives_the_epilogue_of_the_bias");
+    for bias in [true, false] {
+        for scale in [0.5f32, -1.0, 0.1, 3.0, 0.0] {
+            let base = Case::new(70, 130, 0).bias(bias).scale(scale).pad(0, 0, 2);
+            let inputs = Inputs::generate(&base, &mut rng);
+            let b = inputs.b_host(&base).map(<[f32]>::to_vec);
+            for d in dispatches(&g, &base) {
+                let case = base.dispatch(d);
+                let o = common::execute(&g, &case, &inputs, false);
+                let plan = o.plan.expect("M, N > 0");
+                for r in 0..case.m {
+                    for c in 0..case.n {
+                        let v = b.as_ref().map_or(0.0, |b| b[c]);
+                        let want = common::epilogue_f32(v, scale);
+                        let got = o.fused[r * case.n + c];
+                        assert_eq!(got.to_bits(), want.to_bits(), "K = 0, {case:?}, {plan:?}: ({r}, {c}) = {got:e}, want {want:e}");
+                    }
+                }
+            }
+            if g.is_hopper() {
+                expect_unavailable(&g, &base.force(Kernel::Sm90Pingpong), Kernel::Sm90Pingpong, &mut rng);
+            }
+        }
+    }
+}
+
+/// M = 0 or N = 0: Ok(None) and nothing written, whatever the dispatch.
+#[test]
+fn empty_m_or_n_writes_nothing() {
+    let Some(g) = common::gpu() else { return };
+    let mut rng = common::rng("empty_m_or_n_writes_nothing");
+    for (m, n, k) in [(0, 64, 32), (64, 0, 32), (0, 0, 32), (0, 5, 0), (0, 64, 3)] {
+        for bias in [true, false] {
+            let mut dispatches = vec![Dispatch::Auto];
+            dispatches.extend(Kernel::ALL.map(Dispatch::Force));
+            for d in dispatches {
+                let case = Case::new(m, n, k).bias(bias).dispatch(d).pad(0, 0, 3);
+                let inputs = Inputs::generate(&case, &mut rng);
+                let dev = DeviceInputs::upload(&g, &inputs);
+                let (x, w, b) = (dev.x_view(&case), dev.w_view(&case), dev.b_view(&case));
+                // Room for a few rows even though the view is empty.
+                let mut out = g.stream.clone_htod(&common::poisoned(64 * case.ldo() + 64)).unwrap();
+                let gemm = g.gemm.with_dispatch(d);
+                let len = common::extent(m, n, case.ldo());
+                {
+                    let mut o = MatrixMut::with_ld(out.slice_mut(0..len), m, n, case.ldo());
+                    let plan = gemm.plan(&g.stream, &x, &w, b.as_ref(), &o);
+                    assert!(matches!(plan, Ok(None)), "plan of {case:?}: {plan:?}");
+                    let r = gemm.run(&g.stream, &x, &w, b.as_ref(), 0.5, &mut o);
+                    assert!(matches!(r, Ok(None)), "run of {case:?}: {r:?}");
+                    g.baseline.linear_scale_residual(&x, &w, b.as_ref(), 0.5, &mut o).expect("baseline on an empty problem");
+                }
+                common::assert_all_poisoned(&g.stream.clone_dtoh(&out).unwrap(), &format!("{case:?}"));
+            }
+        }
+    }
+}
+
+// ---- NaN and Inf ------------------------------------------------------------------------------------
+
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+enum Class {
+    Nan,
+    PosInf,
+    NegInf,
+    Finite,
+}
+
+fn class(v: f64) -> Class {
+    if v.is_nan() {
+        Class::Nan
+    } else if v == f64::INFINITY {
+        Class::PosInf
+    } else if v == f64::NEG_INFINITY {
+        Class::NegInf
+    } else {
+        Class::Finite
+    }
+}
+
+/// NaN and ±Inf in X, W and b propagate as IEEE arithmetic (and PyTorch) would: the expected
+/// class of each element comes from the f64 reference; finite elements stay within the bound.
+#[test]
+fn nan_and_inf_propagate() {
+    let Some(g) = common::gpu() else { return };
+    let mut rng = common::rng("nan_and_inf_propagate");
+    let (m, n, k) = (96, 80, 72);
+    for (bias, scale) in [(true, 0.5f32), (true, 0.0), (true, -1.0), (false, 3.0)] {
+        let base = Case::new(m, n, k).bias(bias).scale(scale);
+        let clean = Inputs::generate(&base, &mut rng);
+        let mut x: Vec<f32> = (0..m).flat_map(|r| clean.x[r * k..r * k + k].to_vec()).collect();
+        let mut w: Vec<f32> = (0..n).flat_map(|r| clean.w[r * k..r * k + k].to_vec()).collect();
+        let mut b = clean.b_host(&base).map(<[f32]>::to_vec);
+        let (inf, nan) = (f32::INFINITY, f32::NAN);
+        x[3 * k + 5] = nan;
+        x[10 * k + 7] = inf;
+        x[11 * k + 8] = -inf;
+        x[40 * k + 1] = inf; // +Inf and −Inf in one row: NaN or ±Inf per column, by the signs of w
+        x[40 * k + 2] = -inf;
+        x[95 * k + 71] = inf; // last row, last k
+        w[20 * k + 9] = nan;
+        w[30 * k] = inf;
+        w[31 * k + 71] = -inf;
+        w[79 * k + 33] = inf; // last column
+        if let Some(b) = &mut b {
+            b[50] = nan;
+            b[51] = inf;
+            b[52] = -inf;
+        }
+        let inputs = Inputs::from_dense(&base, &x, &w, b.as_deref());
+        let (xh, wh, bh) = (inputs.x_host(&base), inputs.w_host(&base), inputs.b_host(&base));
+        let want: Vec<RefElement> = reference::linear_scale_residual(xh, wh, bh, scale);
+        let classes = [Class::Nan, Class::PosInf, Class::NegInf, Class::Finite];
+        for c in classes {
+            // The pattern must exercise every class (with b or scale 0/−1 some vanish, that is fine).
+            let count = want.iter().filter(|e| class(e.value) == c).count();
+            println!("bias {bias} scale {scale}: {count} expected {c:?}");
+        }
+        assert!(want.iter().any(|e| e.value.is_nan()) && want.iter().any(|e| e.value.is_finite()));
+        for d in dispatches(&g, &base) {
+            let case = base.dispatch(d);
+            let o = common::execute(&g, &case, &inputs, false);
+            let plan = o.plan.expect("ran");
+            let coeff = common::coeff(common::unit_roundoff(plan.kernel), k);
+            for r in 0..m {
+                for c in 0..n {
+                    let e = want[r * n + c];
+                    let got = o.fused[r * n + c];
+                    assert_eq!(class(got as f64), class(e.value), "{case:?} {plan:?}: ({r}, {c}) = {got:e}, reference {:e}", e.value);
+                    if got.is_finite() {
+                        assert!(
+                            approx::abs_diff_eq!(got as f64, e.value, epsilon = coeff * e.magnitude + common::ABS_SLACK),
+                            "{case:?} {plan:?}: ({r}, {c}) = {got:e}, reference {:e} ± {:e}",
+                            e.value,
+                            coeff * e.magnitude
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+// ---- bitwise epilogue ---------------------------------------------------------------------------------
+
+/// With inputs exactly representable in TF32 whose products and sums are exact in fp32 (multiples
+/// of 1/8 with ≤ 5 significant bits, K = 4), every GEMM computes v exactly, so every kernel and
+/// cuBLAS + elementwise must produce exactly `t = v*s; t + v` (two roundings). s = 0.1 makes
+/// `fma(v, s, v)` differ from that for some elements, which the test asserts, so an FMA-contracted
+/// epilogue would fail.
+#[test]
+fn epilogue_matches_unfused_bitwise() {
+    let Some(g) = common::gpu() else { return };
+    let mut rng = common::rng("epilogue_matches_unfused_bitwise");
+    let (m, n, k) = (160, 136, 4);
+    let s = 0.1f32;
+    let small = |rng: &mut Rng| -> f32 {
+        let v = (rng.below(31) + 1) as f32 / 8.0;
+        if rng.below(2) == 0 {
+            v
+        } else {
+            -v
+        }
+    };
+    for bias in [true, false] {
+        let base = Case::new(m, n, k).bias(bias).scale(s);
+        let x: Vec<f32> = (0..m * k).map(|_| small(&mut rng)).collect();
+        let w: Vec<f32> = (0..n * k).map(|_| small(&mut rng)).collect();
+        let b: Option<Vec<f32>> = bias.then(|| (0..n).map(|_| (rng.below(255) as f32 - 127.0) / 64.0).collect());
+        let mut v = vec![0f32; m * n];
+        let mut fma_differs = 0usize;
+        for r in 0..m {
+            for c in 0..n {
+                let exact: f64 = (0..k).map(|i| x[r * k + i] as f64 * w[c * k + i] as f64).sum::<f64>() + b.as_ref().map_or(0.0, |b| b[c] as f64);
+                let vf = exact as f32;
+                assert_eq!(vf as f64, exact, "test data must make v exact in f32");
+                v[r * n + c] = vf;
+                if vf.mul_add(s, vf).to_bits() != common::epilogue_f32(vf, s).to_bits() {
+                    fma_differs += 1;
+                }
+            }
+        }
+        println!("bias {bias}: fma(v, s, v) differs from (v*s)+v in {fma_differs} of {} elements", m * n);
+        assert!(fma_differs > 0, "the data does not distinguish an FMA from two roundings");
+        let inputs = Inputs::from_dense(&base, &x, &w, b.as_deref());
+        let check = |got: &[f32], what: &str| {
+            for (i, (&got, &v)) in got.iter().zip(&v).enumerate() {
+                let want = common::epilogue_f32(v, s);
+                assert_eq!(
+                    got.to_bits(),
+                    want.to_bits(),
+                    "{what}: element ({}, {}): got {got:e}, want (v*s)+v = {want:e} for v = {v:e} (fma would give {:e})",
+                    i / n,
+                    i % n,
+                    v.mul_add(s, v)
+                );
+            }
+        };
+        for d in dispatches(&g, &base) {
+            let case = base.dispatch(d);
+            let o = common::execute(&g, &case, &inputs, true);
+            let plan = o.plan.expect("ran");
+            check(&o.fused, &format!("fused {plan:?}"));
+            check(o.cublas.as_deref().expect("cuBLAS"), "cuBLAS + elementwise");
+        }
+    }
+}
+
+// ---- Linear ---------------------------------------------------------------------------------------------
+
+/// `Linear::forward` is the low-level call (Auto) on the same buffers: bit-identical output.
+#[test]
+fn linear_forward_matches_run() {
+    let Some(g) = common::gpu() else { return };
+    let mut rng = common::rng("linear_forward_matches_run");
+    for (m, n, k, bias, scale) in [(300, 200, 128, true, 0.5f32), (77, 65, 33, false, 3.0), (1, 4096, 4096, true, -1.0)] {
+        let case = Case::new(m, n, k).bias(bias).scale(scale);
+        let inputs = Inputs::generate(&case, &mut rng);
+        let outcome = common::execute(&g, &case, &inputs, true);
+        common::verify(&case, &inputs, &outcome, &mut rng);
+
+        // The same dense data through Linear (offsets and padding are 0 in `case`).
+        let w = g.stream.clone_htod(&inputs.w[..n * k]).unwrap();
+        let b = inputs.b_host(&case).map(|b| g.stream.clone_htod(b).unwrap());
+        let layer = Linear::new(g.gemm.clone(), w, b, k, n, scale).expect("Linear::new");
+        assert_eq!((layer.in_features(), layer.out_features(), layer.scale()), (k, n, scale));
+        let x = g.stream.clone_htod(&inputs.x[..m * k]).unwrap();
+        let y = layer.forward(&x, m).expect("forward");
+        assert_eq!(y.len(), m * n);
+        let y = g.stream.clone_dtoh(&y).unwrap();
+        let same = y.iter().zip(&outcome.fused).all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "Linear::forward differs from FusedGemm::run for {case:?}");
+
+        // forward_into a strided, poisoned output.
+        let ldo = n + 3;
+        let mut out = g.stream.clone_htod(&common::poisoned(m * ldo + common::TAIL)).unwrap();
+        let plan = {
+            let xv = MatrixRef::from_slice(&x, m, k);
+            let mut o = MatrixMut::with_ld(out.slice_mut(0..common::extent(m, n, ldo)), m, n, ldo);
+            layer.forward_into(&g.stream, &xv, &mut o).expect("forward_into")
+        };
+        assert_eq!(plan.map(|p| p.kernel), outcome.plan.map(|p| p.kernel));
+        let host = g.stream.clone_dtoh(&out).unwrap();
+        let dense = common::take_view_checked(&host, 0, m, n, ldo, "forward_into");
+        assert!(dense.iter().zip(&outcome.fused).all(|(a, b)| a.to_bits() == b.to_bits()), "forward_into differs from run");
+    }
+}
+
+/// `Linear::new` checks the weight and bias lengths; `forward` checks x's length.
+#[test]
+fn linear_rejects_wrong_lengths() {
+    let Some(g) = common::gpu() else { return };
+    let (k, n) = (64, 48);
+    let buf = |len: usize| g.stream.clone_htod(&vec![0.25f32; len]).unwrap();
+
+    let r = Linear::new(g.gemm.clone(), buf(n * k - 1), None, k, n, 0.5);
+    assert!(matches!(r, Err(Error::ShapeMismatch { expected, found, .. }) if expected == n * k && found == n * k - 1), "{r:?}");
+    assert!(r.unwrap_err().to_string().contains("weight"));
+    let r = Linear::new(g.gemm.clone(), buf(n * k + 1), None, k, n, 0.5);
+    assert!(matches!(r, Err(Error::ShapeMismatch { .. })), "{r:?}");
+    let r = Linear::new(g.gemm.clone(), buf(n * k), Some(buf(n + 1)), k, n, 0.5);
+    assert!(matches!(r, Err(Error::ShapeMismatch { expected, found, .. }) if expected == n && found == n + 1), "{r:?}");
+    assert!(r.unwrap_err().to_string().contains("bias"));
+    let r = Linear::new(g.gemm.clone(), buf(n * k), Some(buf(n - 1)), k, n, 0.5);
+    assert!(matches!(r, Err(Error::ShapeMismatch { .. })), "{r:?}");
+
+    let layer = Linear::new(g.gemm.clone(), buf(n * k), Some(buf(n)), k, n, 0.5).expect("valid");
+    let r = layer.forward(&buf(10 * k + 1), 10);
+    assert!(matches!(r, Err(Error::ShapeMismatch { expected, found, .. }) if expected == 10 * k && found == 10 * k + 1), "{r:?}");
+}

@@ -1,0 +1,191 @@
+//! Shapes: a seeded sample of (M, N, K) triples over the tile-boundary set, run through Auto and
+//! through every kernel forced, with and without bias, over the scales {0, 0.5, −1, 1e-3, 3};
+//! plus the reference shape 16384 × 4096 × 4096 (tests named `reference_shape_*`, which a sanitizer
+//! run can leave out with `--skip reference_shape`).
+//!
+//! Every case goes through `common::check`: poisoned output and NaN-padded inputs, f64 reference
+//! (full, or sampled rows × columns for large problems) and cuBLAS + elementwise on every element.
+
+mod common;
+
+use common::{Case, Gpu, Rng, XDist};
+use gemm_epilogue::{Dispatch, Error, Kernel, MatrixMut};
+
+const DIMS: [usize; 24] = [1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 255, 257, 1000, 1023, 1024, 1025, 4095, 4096, 4097];
+const SCALES: [f32; 5] = [0.0, 0.5, -1.0, 1e-3, 3.0];
+/// At least this many triples per test.
+const TRIPLES: usize = 64;
+/// Work caps per triple, so each test runs in well under a minute on an H200 host with a debug
+/// build: output elements (host checks, downloads) and input elements (host generation).
+const MN_CAP: usize = 4097 * 1025;
+const INPUT_CAP: usize = 1 << 25;
+
+/// Always included: degenerate, tile-edge and large-K triples.
+const FIXED: [(usize, usize, usize); 16] = [
+    (1, 1, 1),
+    (1, 1, 4097),
+    (2, 3, 7),
+    (8, 16, 16),
+    (17, 33, 15),
+    (63, 65, 64),
+    (127, 129, 65),
+    (129, 127, 1023),
+    (255, 257, 31),
+    (1000, 1023, 1025),
+    (1024, 1024, 1024),
+    (4097, 63, 1025),
+    (63, 4097, 4095),
+    (1025, 1023, 4096),
+    (4097, 1024, 257),
+    (1, 4097, 4097),
+];
+
+fn fits(&(m, n, k): &(usize, usize, usize)) -> bool {
+    m * n <= MN_CAP && (m + n) * k <= INPUT_CAP
+}
+
+/// The triples: the fixed ones plus a seeded sample of the DIMS³ grid (the same for every test of
+/// a run, since the generator is seeded by the run's seed and a fixed name).
+fn triples() -> Vec<(usize, usize, usize)> {
+    let mut rng = common::rng("gpu_shapes::triples");
+    let mut v: Vec<_> = FIXED.to_vec();
+    let mut guard = 0;
+    while v.len() < TRIPLES && guard < 100_000 {
+        guard += 1;
+        let t = (rng.pick(&DIMS), rng.pick(&DIMS), rng.pick(&DIMS));
+        if fits(&t) && !v.contains(&t) {
+            v.push(t);
+        }
+    }
+    assert!(v.len() >= 60, "could not sample enough triples");
+    v
+}
+
+/// Runs every triple, with and without bias, through `dispatch`. Triples the forced kernel cannot
+/// take must be refused with `KernelUnavailable` (and write nothing).
+fn run_shapes(g: &Gpu, dispatch: Dispatch, test: &str) {
+    let mut rng = common::rng(test);
+    let hopper = g.is_hopper();
+    let (mut ran, mut refused) = (0usize, 0usize);
+    let start = std::time::Instant::now();
+    for (i, (m, n, k)) in triples().into_iter().enumerate() {
+        for (j, bias) in [true, false].into_iter().enumerate() {
+            let case = Case::new(m, n, k)
+                .bias(bias)
+                .scale(SCALES[(2 * i + j) % SCALES.len()])
+                .dispatch(dispatch)
+                .x_dist(if i % 2 == 0 { XDist::Unit } else { XDist::Sym });
+            match dispatch {
+                Dispatch::Force(kernel) if !case.accepts(kernel, hopper) => {
+                    expect_refused(g, &case, kernel, &mut rng);
+                    refused += 1;
+                }
+                _ => {
+                    common::check(g, &case, &mut rng).expect("non-empty problem ran");
+                    ran += 1;
+                }
+            }
+        }
+    }
+    println!("{test}: {ran} cases checked, {refused} refused, {:.1?}", start.elapsed());
+    assert!(ran > 0);
+}
+
+fn expect_refused(g: &Gpu, case: &Case, kernel: Kernel, rng: &mut Rng) {
+    let inputs = common::Inputs::generate(case, rng);
+    let d = common::DeviceInputs::upload(g, &inputs);
+    let mut out = g.stream.clone_htod(&common::poisoned(common::out_len(case))).unwrap();
+    let len = common::extent(case.m, case.n, case.ldo());
+    let r = {
+        let mut o = MatrixMut::with_ld(out.slice_mut(case.off_o..case.off_o + len), case.m, case.n, case.ldo());
+        g.gemm.with_dispatch(case.dispatch).run(&g.stream, &d.x_view(case), &d.w_view(case), d.b_view(case).as_ref(), case.scale, &mut o)
+    };
+    assert!(
+        matches!(r, Err(Error::KernelUnavailable { kernel: k, .. }) if k == kernel),
+        "forcing {kernel:?} on {case:?} should be refused, got {r:?}"
+    );
+    common::assert_all_poisoned(&g.stream.clone_dtoh(&out).unwrap(), &format!("refused {case:?}"));
+}
+
+#[test]
+fn shapes_auto() {
+    let Some(g) = common::gpu() else { return };
+    run_shapes(&g, Dispatch::Auto, "shapes_auto");
+}
+
+#[test]
+fn shapes_sm80_large_vec4() {
+    let Some(g) = common::gpu() else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm80Large), "shapes_sm80_large_vec4");
+}
+
+#[test]
+fn shapes_sm80_large_scalar() {
+    let Some(g) = common::gpu() else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm80LargeScalar), "shapes_sm80_large_scalar");
+}
+
+#[test]
+fn shapes_sm80_small_vec4() {
+    let Some(g) = common::gpu() else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm80Small), "shapes_sm80_small_vec4");
+}
+
+#[test]
+fn shapes_sm80_small_scalar() {
+    let Some(g) = common::gpu() else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm80SmallScalar), "shapes_sm80_small_scalar");
+}
+
+/// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
+#[test]
+fn shapes_sm90_pingpong() {
+    let Some(g) = common::gpu() else { return };
+    if !g.is_hopper() {
+        println!("skipped: Sm90Pingpong needs an sm_90 device, this is {:?}", g.gemm.device().compute_capability);
+        return;
+    }
+    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong), "shapes_sm90_pingpong");
+}
+
+// ---- the reference shape ----------------------------------------------------------------------
+
+fn reference_shape(g: &Gpu, dispatch: Dispatch, test: &str) {
+    let mut rng = common::rng(test);
+    let case = Case::new(16384, 4096, 4096).bias(true).scale(0.5).dispatch(dispatch);
+    let start = std::time::Instant::now();
+    let plan = common::check(g, &case, &mut rng).expect("ran");
+    println!("{test}: {plan:?} checked in {:.1?}", start.elapsed());
+}
+
+#[test]
+fn reference_shape_auto() {
+    let Some(g) = common::gpu() else { return };
+    reference_shape(&g, Dispatch::Auto, "reference_shape_auto");
+}
+
+#[test]
+fn reference_shape_sm80_large_vec4() {
+    let Some(g) = common::gpu() else { return };
+    reference_shape(&g, Dispatch::Force(Kernel::Sm80Large), "reference_shape_sm80_large_vec4");
+}
+
+#[test]
+fn reference_shape_sm90_pingpong() {
+    let Some(g) = common::gpu() else { return };
+    if !g.is_hopper() {
+        println!("skipped: Sm90Pingpong needs an sm_90 device, this is {:?}", g.gemm.device().compute_capability);
+        return;
+    }
+    reference_shape(&g, Dispatch::Force(Kernel::Sm90Pingpong), "reference_shape_sm90_pingpong");
+}
+
+/// Every kernel in the fatbin has a `shapes_*` test above (runs without a GPU): adding a kernel
+/// without adding its test fails here.
+#[test]
+fn every_kernel_has_a_shapes_test() {
+    let covered = [Kernel::Sm80Large, Kernel::Sm80LargeScalar, Kernel::Sm80Small, Kernel::Sm80SmallScalar, Kernel::Sm90Pingpong];
+    for k in Kernel::ALL {
+        assert!(covered.contains(&k), "kernel {k:?} ({}) has no shapes_* test in tests/gpu_shapes.rs", k.name());
+    }
+}
