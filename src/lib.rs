@@ -10,7 +10,7 @@
 //! - [`FusedGemm`]: validation, kernel selection ([`Plan`]), launch on a stream — no allocation
 //!   and no host synchronisation, so calls can be captured into CUDA graphs.
 //! - [`Linear`]: a layer holding `W`, `b` and `s`.
-//! - [`baseline`] and [`reference`]: cuBLAS + elementwise, and an f64 CPU reference, to check and
+//! - [`baseline`] and [`reference`](mod@reference): cuBLAS + elementwise, and an f64 CPU reference, to check and
 //!   measure against.
 //!
 //! ```no_run

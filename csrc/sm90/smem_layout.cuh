@@ -36,7 +36,8 @@ __device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) 
 //   a[s]: (TILE_M, TILE_K) fp32, 128B-swizzled, stage s
 //   b[s]: (TILE_N, TILE_K) fp32, 128B-swizzled, stage s
 //   full[s]  : TMA -> consumers ("stage s holds data"), 1 arrival + tx bytes
-//   empty[s] : consumers -> producer ("stage s may be overwritten"), one arrival per consumer warp
+//   empty[s] : consumers -> producer ("stage s may be overwritten"), one arrival per releasing
+//              consumer warp of every CTA in the cluster
 template <int TILE_M, int TILE_N, int TILE_K, int STAGES>
 struct SharedStorage {
     static constexpr uint32_t kABytes = TILE_M * TILE_K * sizeof(float);
