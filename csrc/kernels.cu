@@ -2,6 +2,5 @@
 // SASS for sm_80 and sm_90a, PTX for newer chips; the sm90 entries compile to a trap elsewhere.
 #include "sm80/entries.cuh"
 #include "elementwise/bias_scale_residual.cuh"
-#if __has_include("sm90/entries.cuh")
+#include "elementwise/repack_tf32.cuh"
 #include "sm90/entries.cuh"
-#endif

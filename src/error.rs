@@ -19,6 +19,8 @@ pub enum Operand {
     Bias,
     /// The output (M × N).
     Out,
+    /// The scratch memory of [`crate::FusedGemm::run_with_workspace`].
+    Workspace,
 }
 
 impl fmt::Display for Operand {
@@ -28,6 +30,7 @@ impl fmt::Display for Operand {
             Operand::W => "w",
             Operand::Bias => "bias",
             Operand::Out => "out",
+            Operand::Workspace => "workspace",
         })
     }
 }
@@ -93,6 +96,11 @@ pub enum Error {
         /// The operand (`None`: the stream).
         operand: Option<Operand>,
     },
+    /// The workspace does not start at a 16-byte-aligned address (a view at an odd offset).
+    MisalignedWorkspace {
+        /// Its device address.
+        address: u64,
+    },
     /// A kernel was forced that cannot run these arguments on this device.
     KernelUnavailable {
         /// The kernel asked for.
@@ -142,6 +150,10 @@ impl fmt::Display for Error {
             Error::WrongContext { operand: None } => {
                 write!(f, "the stream belongs to another CUDA context than the loaded kernels")
             }
+            Error::MisalignedWorkspace { address } => write!(
+                f,
+                "workspace: address {address:#x} is not 16-byte aligned (use an allocation or a view at a multiple of 4 elements)"
+            ),
             Error::KernelUnavailable { kernel, reason } => {
                 write!(f, "kernel {} cannot run here: {reason}", kernel.name())
             }

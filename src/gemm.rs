@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaStream, CudaView, DevicePtr, DevicePtrMut, DeviceSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceSlice, LaunchConfig, PushKernelArg};
 
 use crate::device::DeviceInfo;
 use crate::error::{Error, Operand, Result};
 use crate::kernels::{Family, Kernel, LoadedKernels};
 use crate::matrix::{MatrixMut, MatrixRef};
-use crate::sys::{GeProblem, GeSm90Params};
+use crate::sys::{GeProblem, GeRepackParams, GeSm90Params};
 use crate::tma;
 
 /// How [`FusedGemm`] picks a kernel.
@@ -33,6 +33,19 @@ pub struct Plan {
     pub block: u32,
     /// Dynamic shared memory per CTA, bytes.
     pub smem_bytes: u32,
+    /// X was first copied into the workspace (dense rows of 16 bytes' multiple, rounded to TF32),
+    /// because its rows are not 16-byte aligned and the kernel needs them to be.
+    pub repack_x: bool,
+    /// Likewise for W.
+    pub repack_w: bool,
+}
+
+impl Plan {
+    /// f32 elements of workspace the plan uses (0 without repacks).
+    pub fn workspace_len(&self, m: usize, n: usize, k: usize) -> usize {
+        let ld = k.next_multiple_of(4);
+        (self.repack_x as usize) * m * ld + (self.repack_w as usize) * n * ld
+    }
 }
 
 /// The fused `out = (v*s) + v`, `v = x·wᵀ + b` kernels, loaded into one CUDA context.
@@ -113,7 +126,25 @@ impl FusedGemm {
         }
         let (x_ptr, _x_guard) = x.data.device_ptr(stream);
         let (w_ptr, _w_guard) = w.data.device_ptr(stream);
-        self.select(shape, (x_ptr, x.ld), (w_ptr, w.ld)).map(Some)
+        self.select(shape, (x_ptr, x.ld), (w_ptr, w.ld), 0).map(Some)
+    }
+
+    /// f32 elements of workspace with which [`FusedGemm::run_with_workspace`] would repack
+    /// operands whose rows are not 16-byte aligned (K % 4 != 0, a misaligned view, or a leading
+    /// dimension that is not a multiple of 4) for the faster kernels; 0 when it would not.
+    pub fn workspace_len(&self, stream: &CudaStream, x: &MatrixRef<'_>, w: &MatrixRef<'_>) -> Result<usize> {
+        self.check_stream(stream)?;
+        if x.cols != w.cols {
+            return Err(Error::ShapeMismatch { what: "w.cols (K) vs x.cols (K)", expected: x.cols, found: w.cols });
+        }
+        let shape = Shape { m: x.rows, n: w.rows, k: x.cols };
+        if shape.m == 0 || shape.n == 0 {
+            return Ok(0);
+        }
+        let (x_ptr, _x_guard) = x.data.device_ptr(stream);
+        let (w_ptr, _w_guard) = w.data.device_ptr(stream);
+        let plan = self.select(shape, (x_ptr, x.ld), (w_ptr, w.ld), usize::MAX)?;
+        Ok(plan.workspace_len(shape.m, shape.n, shape.k))
     }
 
     /// Computes `out[i][j] = (v*scale) + v`, `v = Σ_k x[i][k]·w[j][k] + bias[j]` on `stream`.
@@ -121,6 +152,7 @@ impl FusedGemm {
     /// `x` is M × K, `w` is N × K (nn.Linear's weight), `bias` has N elements (or is `None`),
     /// `out` is M × N; each may be a strided view. Everything is checked before the launch: on
     /// error nothing is written. Returns the plan that ran (`None` when M or N is 0).
+    /// No allocation, no host synchronisation.
     pub fn run(
         &self,
         stream: &CudaStream,
@@ -130,8 +162,45 @@ impl FusedGemm {
         scale: f32,
         out: &mut MatrixMut<'_>,
     ) -> Result<Option<Plan>> {
+        self.launch(stream, x, w, bias, scale, out, None)
+    }
+
+    /// Like [`FusedGemm::run`], with scratch memory (see [`FusedGemm::workspace_len`]) into which
+    /// operands whose rows are not 16-byte aligned are first copied, so that the TMA + wgmma (or
+    /// 16-byte mma.sync) kernels can read them. The workspace must start 16-byte aligned (every
+    /// allocation does). A shorter workspace is not an error: the call then runs without repack.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_with_workspace(
+        &self,
+        stream: &CudaStream,
+        x: &MatrixRef<'_>,
+        w: &MatrixRef<'_>,
+        bias: Option<&CudaView<'_, f32>>,
+        scale: f32,
+        out: &mut MatrixMut<'_>,
+        workspace: &mut CudaViewMut<'_, f32>,
+    ) -> Result<Option<Plan>> {
+        self.launch(stream, x, w, bias, scale, out, Some(workspace))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn launch(
+        &self,
+        stream: &CudaStream,
+        x: &MatrixRef<'_>,
+        w: &MatrixRef<'_>,
+        bias: Option<&CudaView<'_, f32>>,
+        scale: f32,
+        out: &mut MatrixMut<'_>,
+        workspace: Option<&mut CudaViewMut<'_, f32>>,
+    ) -> Result<Option<Plan>> {
         self.check_stream(stream)?;
         let shape = self.validate(x, w, bias, out)?;
+        if let Some(ws) = &workspace {
+            if ws.stream().context().cu_ctx() != self.kernels.ctx.cu_ctx() {
+                return Err(Error::WrongContext { operand: Some(Operand::Workspace) });
+            }
+        }
         if shape.m == 0 || shape.n == 0 {
             return Ok(None);
         }
@@ -144,16 +213,41 @@ impl FusedGemm {
             }
             None => (0, None),
         };
+        let (ws_ptr, ws_len, _ws_guard) = match workspace {
+            Some(ws) => {
+                let len = ws.len();
+                let (p, g) = ws.device_ptr_mut(stream);
+                if p % 16 != 0 {
+                    return Err(Error::MisalignedWorkspace { address: p });
+                }
+                (p, len, Some(g))
+            }
+            None => (0, 0, None),
+        };
         let (o_ptr, _o_guard) = out.data.device_ptr_mut(stream);
-        let plan = self.select(shape, (x_ptr, x.ld), (w_ptr, w.ld))?;
+        let plan = self.select(shape, (x_ptr, x.ld), (w_ptr, w.ld), ws_len)?;
+
+        // Operands the kernel reads: the caller's, or their repacked copies in the workspace.
+        let padded_ld = shape.k.next_multiple_of(4);
+        let (mut xk, mut wk) = ((x_ptr, x.ld), (w_ptr, w.ld));
+        let mut ws_next = ws_ptr;
+        if plan.repack_x {
+            self.repack(stream, (x_ptr, x.ld), shape.m, shape.k, ws_next, padded_ld)?;
+            xk = (ws_next, padded_ld);
+            ws_next += (shape.m * padded_ld * 4) as u64;
+        }
+        if plan.repack_w {
+            self.repack(stream, (w_ptr, w.ld), shape.n, shape.k, ws_next, padded_ld)?;
+            wk = (ws_next, padded_ld);
+        }
 
         let problem = GeProblem {
-            x: x_ptr as *const f32,
-            w: w_ptr as *const f32,
+            x: xk.0 as *const f32,
+            w: wk.0 as *const f32,
             bias: b_ptr as *const f32,
             out: o_ptr as *mut f32,
-            ldx: x.ld as i64,
-            ldw: w.ld as i64,
+            ldx: xk.1 as i64,
+            ldw: wk.1 as i64,
             ldo: out.ld as i64,
             m: shape.m as i32,
             n: shape.n as i32,
@@ -168,14 +262,15 @@ impl FusedGemm {
                 launch.arg(&problem);
                 // SAFETY: `problem` matches the kernel's `const GeProblem` parameter (bindgen); its
                 // pointers are live device buffers of this context whose extents were validated for
-                // the shape and strides; the guards above keep them alive and ordered on `stream`.
+                // the shape and strides (or workspace regions sized for them, written above in
+                // stream order); the guards above keep them alive and ordered on `stream`.
                 unsafe { launch.launch(cfg) }?;
             }
             Family::TmaWgmma => {
                 let (tm, tn, tk) = plan.kernel.tile();
                 let params = GeSm90Params {
-                    x_map: tma::encode_k_major(x_ptr, shape.m, shape.k, x.ld, tm, tk)?,
-                    w_map: tma::encode_k_major(w_ptr, shape.n, shape.k, w.ld, tn, tk)?,
+                    x_map: tma::encode_k_major(xk.0, shape.m, shape.k, xk.1, tm, tk)?,
+                    w_map: tma::encode_k_major(wk.0, shape.n, shape.k, wk.1, tn, tk)?,
                     problem,
                 };
                 launch.arg(&params);
@@ -184,6 +279,29 @@ impl FusedGemm {
             }
         }
         Ok(Some(plan))
+    }
+
+    /// Copies `rows × k` at (src, ld) into a dense, TF32-rounded `rows × padded_ld` at `dst`.
+    fn repack(&self, stream: &CudaStream, src: (u64, usize), rows: usize, k: usize, dst: u64, padded_ld: usize) -> Result<()> {
+        let params = GeRepackParams {
+            src: src.0 as *const f32,
+            dst: dst as *mut f32,
+            ld_src: src.1 as i64,
+            ld_dst: padded_ld as i64,
+            rows: rows as i32,
+            cols: k as i32,
+        };
+        let quads = (rows as u64 * padded_ld as u64 / 4).div_ceil(256);
+        let blocks = quads.clamp(1, self.kernels.device.sm_count as u64 * 16) as u32;
+        let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        let function: &CudaFunction = &self.kernels.repack;
+        let mut launch = stream.launch_builder(function);
+        launch.arg(&params);
+        // SAFETY: src is a validated operand (rows × k at stride ld); dst is a 16-byte-aligned
+        // workspace region of rows × padded_ld elements, checked against the workspace length by
+        // select(); both ordered on `stream` by the caller's guards.
+        unsafe { launch.launch(cfg) }?;
+        Ok(())
     }
 
     pub(crate) fn check_stream(&self, stream: &CudaStream) -> Result<()> {
@@ -216,8 +334,8 @@ impl FusedGemm {
         Ok(shape)
     }
 
-    fn select(&self, s: Shape, x: (u64, usize), w: (u64, usize)) -> Result<Plan> {
-        select(&self.kernels.device, self.dispatch, s, x, w)
+    fn select(&self, s: Shape, x: (u64, usize), w: (u64, usize), workspace: usize) -> Result<Plan> {
+        select(&self.kernels.device, self.dispatch, s, x, w, workspace)
     }
 }
 
@@ -258,18 +376,33 @@ pub(crate) fn validate_shapes(x: Extent, w: Extent, bias_len: Option<usize>, out
     Ok(Shape { m, n, k })
 }
 
-/// Chooses the kernel for a validated, non-empty call; `x` and `w` are (device address, ld).
-pub(crate) fn select(device: &DeviceInfo, dispatch: Dispatch, s: Shape, x: (u64, usize), w: (u64, usize)) -> Result<Plan> {
-    let vec4 = s.k % 4 == 0 && x.0 % 16 == 0 && w.0 % 16 == 0 && x.1 % 4 == 0 && w.1 % 4 == 0;
-    let tma = vec4 && s.k > 0 && x.1 * 4 < (1 << 40) && w.1 * 4 < (1 << 40);
+/// Rows of an operand can be read 16 bytes at a time (and by TMA).
+fn rows_aligned(k: usize, (addr, ld): (u64, usize)) -> bool {
+    k % 4 == 0 && addr % 16 == 0 && ld % 4 == 0 && ld * 4 < (1 << 40)
+}
+
+/// Below this many multiply-adds, repacking (two extra launches) costs more than it saves.
+const REPACK_MIN_MACS: u64 = 1 << 27;
+
+/// Chooses the kernel for a validated, non-empty call; `x` and `w` are (device address, ld);
+/// `workspace` is the f32 length available for repacking unaligned operands.
+pub(crate) fn select(device: &DeviceInfo, dispatch: Dispatch, s: Shape, x: (u64, usize), w: (u64, usize), workspace: usize) -> Result<Plan> {
+    let (x_ok, w_ok) = (rows_aligned(s.k, x), rows_aligned(s.k, w));
+    let padded_ld = s.k.next_multiple_of(4);
+    let repack_len = (!x_ok as usize) * s.m * padded_ld + (!w_ok as usize) * s.n * padded_ld;
+    let can_repack = s.k > 0 && repack_len <= workspace;
+    let direct = x_ok && w_ok;
+    // 16-byte rows, directly or after repacking into the workspace.
+    let vec4 = direct || can_repack;
     let refusal = |kernel: Kernel| -> Option<&'static str> {
         if let Some(why) = kernel.unsupported_on(device) {
             return Some(why);
         }
         let spec = kernel.spec();
         match spec.family {
-            Family::TmaWgmma if !tma => Some("TMA needs K % 4 == 0, K > 0, 16-byte-aligned x and w, and leading dimensions that are multiples of 4"),
-            Family::MmaSync if spec.needs_vec4 && !vec4 => Some("16-byte loads need K % 4 == 0, 16-byte-aligned x and w, and leading dimensions that are multiples of 4"),
+            Family::TmaWgmma if s.k == 0 => Some("TMA needs K > 0"),
+            Family::TmaWgmma if !vec4 => Some("TMA needs K % 4 == 0, 16-byte-aligned x and w, and leading dimensions that are multiples of 4 (or a workspace to repack them)"),
+            Family::MmaSync if spec.needs_vec4 && !vec4 => Some("16-byte loads need K % 4 == 0, 16-byte-aligned x and w, and leading dimensions that are multiples of 4 (or a workspace to repack them)"),
             _ => None,
         }
     };
@@ -279,8 +412,9 @@ pub(crate) fn select(device: &DeviceInfo, dispatch: Dispatch, s: Shape, x: (u64,
             None => kernel,
         },
         Dispatch::Auto => {
-            let large_tiles = tiles(s, Kernel::Sm80Large);
-            let small = large_tiles < device.sm_count as u64;
+            let worth_repacking = (s.m as u64) * (s.n as u64) * (s.k as u64) >= REPACK_MIN_MACS;
+            let vec4 = direct || (can_repack && worth_repacking);
+            let small = tiles(s, Kernel::Sm80Large) < device.sm_count as u64;
             let preference: &[Kernel] = match (small, vec4) {
                 (false, true) => &[Kernel::Sm90Pingpong, Kernel::Sm80Large, Kernel::Sm80Small],
                 (true, true) => &[Kernel::Sm90Pingpong, Kernel::Sm80Small],
@@ -294,6 +428,7 @@ pub(crate) fn select(device: &DeviceInfo, dispatch: Dispatch, s: Shape, x: (u64,
         }
     };
     let spec = kernel.spec();
+    let repack = spec.needs_vec4 && !direct;
     let tile_count = tiles(s, kernel);
     let grid = match spec.family {
         Family::MmaSync => tile_count,
@@ -302,9 +437,15 @@ pub(crate) fn select(device: &DeviceInfo, dispatch: Dispatch, s: Shape, x: (u64,
     if grid > i32::MAX as u64 {
         return Err(Error::DimensionTooLarge { what: "output tiles (M/TILE_M · N/TILE_N)", value: grid as usize, max: MAX_DIM });
     }
-    Ok(Plan { kernel, grid: grid as u32, block: spec.threads, smem_bytes: spec.smem_bytes })
+    Ok(Plan {
+        kernel,
+        grid: grid as u32,
+        block: spec.threads,
+        smem_bytes: spec.smem_bytes,
+        repack_x: repack && !x_ok,
+        repack_w: repack && !w_ok,
+    })
 }
-
 
 fn tiles(s: Shape, kernel: Kernel) -> u64 {
     let (tm, tn, _) = kernel.tile();
@@ -397,47 +538,75 @@ mod tests {
     #[test]
     fn auto_prefers_wgmma_on_hopper_and_mma_sync_elsewhere() {
         let s = shape(16384, 4096, 4096);
-        let p = select(&H200, Dispatch::Auto, s, (ALIGNED, 4096), (ALIGNED, 4096)).unwrap();
+        let p = select(&H200, Dispatch::Auto, s, (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
         assert_eq!(p.kernel, Kernel::Sm90Pingpong);
         assert_eq!(p.grid, 132, "persistent: one CTA per SM");
-        let p = select(&A100, Dispatch::Auto, s, (ALIGNED, 4096), (ALIGNED, 4096)).unwrap();
+        let p = select(&A100, Dispatch::Auto, s, (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
         assert_eq!((p.kernel, p.grid), (Kernel::Sm80Large, 128 * 32));
-        let p = select(&RTX4090, Dispatch::Auto, s, (ALIGNED, 4096), (ALIGNED, 4096)).unwrap();
+        let p = select(&RTX4090, Dispatch::Auto, s, (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
         assert_eq!(p.kernel, Kernel::Sm80Large, "96 KiB fits sm_89's 99 KiB");
     }
 
     #[test]
     fn unaligned_or_ragged_k_falls_back_to_scalar_loads() {
         let s = shape(16383, 4095, 4097);
-        let p = select(&H200, Dispatch::Auto, s, (ALIGNED, 4097), (ALIGNED, 4097)).unwrap();
+        let p = select(&H200, Dispatch::Auto, s, (ALIGNED, 4097), (ALIGNED, 4097), 0).unwrap();
         assert_eq!(p.kernel, Kernel::Sm80LargeScalar);
         let s = shape(4096, 4096, 4096);
-        let p = select(&H200, Dispatch::Auto, s, (ALIGNED + 4, 4096), (ALIGNED, 4096)).unwrap();
+        let p = select(&H200, Dispatch::Auto, s, (ALIGNED + 4, 4096), (ALIGNED, 4096), 0).unwrap();
         assert_eq!(p.kernel, Kernel::Sm80LargeScalar, "x misaligned by one float");
-        let p = select(&H200, Dispatch::Auto, s, (ALIGNED, 4098), (ALIGNED, 4096)).unwrap();
+        let p = select(&H200, Dispatch::Auto, s, (ALIGNED, 4098), (ALIGNED, 4096), 0).unwrap();
         assert_eq!(p.kernel, Kernel::Sm80LargeScalar, "ldx not a multiple of 4");
-        let p = select(&H200, Dispatch::Auto, shape(7, 9, 0), (ALIGNED, 0), (ALIGNED, 0)).unwrap();
+        let p = select(&H200, Dispatch::Auto, shape(7, 9, 0), (ALIGNED, 0), (ALIGNED, 0), 0).unwrap();
         assert_eq!(p.kernel, Kernel::Sm80Small, "K = 0: no TMA, bias-only tile");
     }
 
     #[test]
+    fn a_workspace_lets_unaligned_operands_reach_the_fast_kernels() {
+        let s = shape(16383, 4095, 4097);
+        let need = (16383 + 4095) * 4100;
+        let p = select(&H200, Dispatch::Auto, s, (ALIGNED, 4097), (ALIGNED, 4097), need).unwrap();
+        assert_eq!((p.kernel, p.repack_x, p.repack_w), (Kernel::Sm90Pingpong, true, true));
+        assert_eq!(p.workspace_len(s.m, s.n, s.k), need);
+        // One element short: no repack, the scalar kernel, and still no error.
+        let p = select(&H200, Dispatch::Auto, s, (ALIGNED, 4097), (ALIGNED, 4097), need - 1).unwrap();
+        assert_eq!((p.kernel, p.repack_x, p.repack_w), (Kernel::Sm80LargeScalar, false, false));
+        // Only the misaligned operand is repacked.
+        let s = shape(4096, 4096, 4096);
+        let p = select(&A100, Dispatch::Auto, s, (ALIGNED + 4, 4096), (ALIGNED, 4096), usize::MAX).unwrap();
+        assert_eq!((p.kernel, p.repack_x, p.repack_w), (Kernel::Sm80Large, true, false));
+        // Tiny problems are not worth two extra launches...
+        let p = select(&H200, Dispatch::Auto, shape(33, 65, 4095), (ALIGNED, 4095), (ALIGNED, 4095), usize::MAX).unwrap();
+        assert_eq!((p.kernel, p.repack_x), (Kernel::Sm80SmallScalar, false));
+        // ...unless a kernel that needs them is forced.
+        let g = Dispatch::Force(Kernel::Sm90Pingpong);
+        let p = select(&H200, g, shape(33, 65, 4095), (ALIGNED, 4095), (ALIGNED, 4095), usize::MAX).unwrap();
+        assert!(p.repack_x && p.repack_w);
+        // Scalar kernels never repack.
+        let g = Dispatch::Force(Kernel::Sm80LargeScalar);
+        let p = select(&H200, g, shape(4096, 4096, 4097), (ALIGNED, 4097), (ALIGNED, 4097), usize::MAX).unwrap();
+        assert!(!p.repack_x && !p.repack_w);
+    }
+
+    #[test]
     fn small_problems_take_the_small_tile() {
-        let p = select(&A100, Dispatch::Auto, shape(128, 4096, 4096), (ALIGNED, 4096), (ALIGNED, 4096)).unwrap();
+        let p = select(&A100, Dispatch::Auto, shape(128, 4096, 4096), (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
         assert_eq!((p.kernel, p.grid), (Kernel::Sm80Small, 2 * 64));
-        let p = select(&A100, Dispatch::Auto, shape(1, 3, 5), (ALIGNED, 5), (ALIGNED, 5)).unwrap();
+        let p = select(&A100, Dispatch::Auto, shape(1, 3, 5), (ALIGNED, 5), (ALIGNED, 5), 0).unwrap();
         assert_eq!((p.kernel, p.grid), (Kernel::Sm80SmallScalar, 1));
     }
 
     #[test]
     fn forcing_a_kernel_that_cannot_run_is_an_error() {
         let s = shape(64, 64, 64);
-        let e = select(&A100, Dispatch::Force(Kernel::Sm90Pingpong), s, (ALIGNED, 64), (ALIGNED, 64)).unwrap_err();
+        let e = select(&A100, Dispatch::Force(Kernel::Sm90Pingpong), s, (ALIGNED, 64), (ALIGNED, 64), 0).unwrap_err();
         assert!(matches!(e, Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong, .. }), "{e}");
-        let e = select(&H200, Dispatch::Force(Kernel::Sm90Pingpong), shape(64, 64, 63), (ALIGNED, 63), (ALIGNED, 63)).unwrap_err();
+        let e = select(&H200, Dispatch::Force(Kernel::Sm90Pingpong), shape(64, 64, 63), (ALIGNED, 63), (ALIGNED, 63), 0).unwrap_err();
         assert!(matches!(e, Error::KernelUnavailable { .. }), "{e}");
-        let e = select(&H200, Dispatch::Force(Kernel::Sm80Large), s, (ALIGNED + 8, 64), (ALIGNED, 64)).unwrap_err();
+        let e = select(&H200, Dispatch::Force(Kernel::Sm80Large), s, (ALIGNED + 8, 64), (ALIGNED, 64), 0).unwrap_err();
         assert!(e.to_string().contains("16-byte"), "{e}");
-        let p = select(&H200, Dispatch::Force(Kernel::Sm80SmallScalar), s, (ALIGNED + 4, 64), (ALIGNED, 64)).unwrap();
+        let p = select(&H200, Dispatch::Force(Kernel::Sm80SmallScalar), s, (ALIGNED + 4, 64), (ALIGNED, 64), 0).unwrap();
         assert_eq!((p.kernel, p.grid, p.block), (Kernel::Sm80SmallScalar, 1, 128));
+        assert!(!p.repack_x && !p.repack_w);
     }
 }

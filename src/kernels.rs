@@ -155,6 +155,7 @@ pub(crate) struct LoadedKernels {
     _module: Arc<CudaModule>,
     functions: HashMap<Kernel, CudaFunction>,
     pub elementwise: CudaFunction,
+    pub repack: CudaFunction,
 }
 
 impl LoadedKernels {
@@ -171,7 +172,8 @@ impl LoadedKernels {
             functions.insert(kernel, function);
         }
         let elementwise = module.load_function("ge_elementwise_bias_scale_residual")?;
-        Ok(Self { ctx: ctx.clone(), device, _module: module, functions, elementwise })
+        let repack = module.load_function("ge_repack_tf32")?;
+        Ok(Self { ctx: ctx.clone(), device, _module: module, functions, elementwise, repack })
     }
 
     pub fn function(&self, kernel: Kernel) -> Option<&CudaFunction> {
@@ -191,6 +193,7 @@ mod tests {
             assert!(contains(kernel.name()), "{} missing from the fatbin", kernel.name());
         }
         assert!(contains("ge_elementwise_bias_scale_residual"));
+        assert!(contains("ge_repack_tf32"));
     }
 
     #[test]

@@ -72,7 +72,9 @@ impl Linear {
     }
 
     /// `x` is `rows × in_features`, dense. Allocates the `rows × out_features` output on `x`'s
-    /// stream and fills it there (asynchronously; no host synchronisation).
+    /// stream and fills it there (asynchronously; no host synchronisation). When `in_features`
+    /// is not a multiple of 4 it also allocates the workspace that lets the fast kernels run
+    /// (see [`FusedGemm::run_with_workspace`]).
     pub fn forward(&self, x: &CudaSlice<f32>, rows: usize) -> Result<CudaSlice<f32>> {
         let stream = x.stream().clone();
         let x = MatrixRef::from_slice(x, rows, self.in_features);
@@ -85,7 +87,16 @@ impl Linear {
         // anything can read it (stream order); on a launch error the buffer is dropped unread.
         let mut out = unsafe { stream.alloc::<f32>(len.max(1)) }?;
         let mut out_view = MatrixMut::new(out.slice_mut(0..len), rows, self.out_features);
-        self.forward_into(&stream, &x, &mut out_view)?;
+        let w = MatrixRef::from_slice(&self.weight, self.out_features, self.in_features);
+        let bias = self.bias.as_ref().map(|b| b.as_view());
+        let workspace_len = self.gemm.workspace_len(&stream, &x, &w)?;
+        if workspace_len > 0 {
+            // SAFETY: scratch written by the repack kernels before the GEMM reads it.
+            let mut workspace = unsafe { stream.alloc::<f32>(workspace_len) }?;
+            self.gemm.run_with_workspace(&stream, &x, &w, bias.as_ref(), self.scale, &mut out_view, &mut workspace.as_view_mut())?;
+        } else {
+            self.gemm.run(&stream, &x, &w, bias.as_ref(), self.scale, &mut out_view)?;
+        }
         Ok(out)
     }
 

@@ -7,7 +7,7 @@
 //! libclang comes from `$LIBCLANG_PATH`, the system, or the PyPI wheel `.ci/setup-toolchain` puts
 //! into `.toolchain/`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use gemm_epilogue::sys;
 

@@ -37,7 +37,14 @@ fn expect_unavailable(g: &Gpu, case: &Case, kernel: Kernel, rng: &mut Rng) {
     let len = common::extent(case.m, case.n, case.ldo());
     let r = {
         let mut o = MatrixMut::with_ld(out.slice_mut(case.off_o..case.off_o + len), case.m, case.n, case.ldo());
-        g.gemm.with_dispatch(case.dispatch).run(&g.stream, &d.x_view(case), &d.w_view(case), d.b_view(case).as_ref(), case.scale, &mut o)
+        g.gemm.with_dispatch(case.dispatch).run(
+            &g.stream,
+            &d.x_view(case),
+            &d.w_view(case),
+            d.b_view(case).as_ref(),
+            case.scale,
+            &mut o,
+        )
     };
     assert!(
         matches!(r, Err(Error::KernelUnavailable { kernel: k, .. }) if k == kernel),
@@ -100,7 +107,10 @@ fn offset_views_route_to_scalar_kernels() {
     for case in aligned {
         assert!(case.vec4_ok());
         let auto = common::check(&g, &case, &mut rng).expect("ran");
-        assert!(!common::is_scalar(auto.kernel), "aligned {case:?} should not fall back to a scalar kernel, ran {auto:?}");
+        assert!(
+            !common::is_scalar(auto.kernel),
+            "aligned {case:?} should not fall back to a scalar kernel, ran {auto:?}"
+        );
         check_all(&g, case, &mut rng);
     }
 }
@@ -116,6 +126,43 @@ fn k_not_multiple_of_4_uses_scalar_kernels() {
         assert!(common::is_scalar(auto.kernel), "K = {k} must run a scalar kernel, ran {auto:?}");
         check_all(&g, case, &mut rng);
     }
+}
+
+/// With a workspace, operands whose rows are not 16-byte aligned are repacked (TF32-rounded) and
+/// the fast kernels run; the result is checked like any other (f64 reference, cuBLAS), the
+/// workspace starts poisoned, and kernels that need no repack must not do one.
+#[test]
+fn workspace_repacks_unaligned_operands_for_the_fast_kernels() {
+    let Some(g) = common::gpu() else { return };
+    let mut rng = common::rng("workspace_repacks_unaligned_operands_for_the_fast_kernels");
+    let hopper = g.is_hopper();
+    let cases = [
+        (Case::new(512, 640, 1023), true, true),                  // K % 4 != 0: both operands
+        (Case::new(1000, 384, 1001).bias(false).scale(3.0), true, true),
+        (Case::new(512, 520, 1024).offset(1, 0, 0, 0), true, false), // x misaligned by one float
+        (Case::new(600, 512, 512).pad(0, 2, 0), false, true),      // ldw = 514, not a multiple of 4
+    ];
+    for (case, rx, rw) in cases {
+        let case = case.workspace(true);
+        let plan = common::check(&g, &case, &mut rng).expect("ran");
+        assert_eq!((plan.repack_x, plan.repack_w), (rx, rw), "{plan:?} for {case:?}");
+        assert!(common::needs_vec4(plan.kernel), "{plan:?} for {case:?}");
+        for kernel in Kernel::ALL {
+            if kernel == Kernel::Sm90Pingpong && !hopper {
+                continue;
+            }
+            let p = common::check(&g, &case.force(kernel), &mut rng).expect("ran");
+            let repacks = common::needs_vec4(kernel);
+            assert_eq!((p.repack_x, p.repack_w), (rx && repacks, rw && repacks), "{p:?} for {case:?}");
+        }
+    }
+    // Small problems repack only when a kernel that needs it is forced.
+    let small = Case::new(33, 65, 4095).workspace(true);
+    let p = common::check(&g, &small, &mut rng).expect("ran");
+    assert!(common::is_scalar(p.kernel) && !p.repack_x && !p.repack_w, "{p:?}");
+    let forced = if hopper { Kernel::Sm90Pingpong } else { Kernel::Sm80Small };
+    let p = common::check(&g, &small.force(forced), &mut rng).expect("ran");
+    assert!(p.repack_x && p.repack_w, "{p:?}");
 }
 
 // ---- degenerate shapes ----------------------------------------------------------------------------
@@ -139,7 +186,11 @@ fn k_zero_gives_the_epilogue_of_the_bias() {
                         let v = b.as_ref().map_or(0.0, |b| b[c]);
                         let want = common::epilogue_f32(v, scale);
                         let got = o.fused[r * case.n + c];
-                        assert_eq!(got.to_bits(), want.to_bits(), "K = 0, {case:?}, {plan:?}: ({r}, {c}) = {got:e}, want {want:e}");
+                        assert_eq!(
+                            got.to_bits(),
+                            want.to_bits(),
+                            "K = 0, {case:?}, {plan:?}: ({r}, {c}) = {got:e}, want {want:e}"
+                        );
                     }
                 }
             }
@@ -174,7 +225,9 @@ fn empty_m_or_n_writes_nothing() {
                     assert!(matches!(plan, Ok(None)), "plan of {case:?}: {plan:?}");
                     let r = gemm.run(&g.stream, &x, &w, b.as_ref(), 0.5, &mut o);
                     assert!(matches!(r, Ok(None)), "run of {case:?}: {r:?}");
-                    g.baseline.linear_scale_residual(&x, &w, b.as_ref(), 0.5, &mut o).expect("baseline on an empty problem");
+                    g.baseline
+                        .linear_scale_residual(&x, &w, b.as_ref(), 0.5, &mut o)
+                        .expect("baseline on an empty problem");
                 }
                 common::assert_all_poisoned(&g.stream.clone_dtoh(&out).unwrap(), &format!("{case:?}"));
             }
@@ -252,10 +305,19 @@ fn nan_and_inf_propagate() {
                 for c in 0..n {
                     let e = want[r * n + c];
                     let got = o.fused[r * n + c];
-                    assert_eq!(class(got as f64), class(e.value), "{case:?} {plan:?}: ({r}, {c}) = {got:e}, reference {:e}", e.value);
+                    assert_eq!(
+                        class(got as f64),
+                        class(e.value),
+                        "{case:?} {plan:?}: ({r}, {c}) = {got:e}, reference {:e}",
+                        e.value
+                    );
                     if got.is_finite() {
                         assert!(
-                            approx::abs_diff_eq!(got as f64, e.value, epsilon = coeff * e.magnitude + common::ABS_SLACK),
+                            approx::abs_diff_eq!(
+                                got as f64,
+                                e.value,
+                                epsilon = coeff * e.magnitude + common::ABS_SLACK
+                            ),
                             "{case:?} {plan:?}: ({r}, {c}) = {got:e}, reference {:e} ± {:e}",
                             e.value,
                             coeff * e.magnitude
@@ -297,7 +359,8 @@ fn epilogue_matches_unfused_bitwise() {
         let mut fma_differs = 0usize;
         for r in 0..m {
             for c in 0..n {
-                let exact: f64 = (0..k).map(|i| x[r * k + i] as f64 * w[c * k + i] as f64).sum::<f64>() + b.as_ref().map_or(0.0, |b| b[c] as f64);
+                let exact: f64 = (0..k).map(|i| x[r * k + i] as f64 * w[c * k + i] as f64).sum::<f64>()
+                    + b.as_ref().map_or(0.0, |b| b[c] as f64);
                 let vf = exact as f32;
                 assert_eq!(vf as f64, exact, "test data must make v exact in f32");
                 v[r * n + c] = vf;
@@ -339,7 +402,8 @@ fn epilogue_matches_unfused_bitwise() {
 fn linear_forward_matches_run() {
     let Some(g) = common::gpu() else { return };
     let mut rng = common::rng("linear_forward_matches_run");
-    for (m, n, k, bias, scale) in [(300, 200, 128, true, 0.5f32), (77, 65, 33, false, 3.0), (1, 4096, 4096, true, -1.0)] {
+    for (m, n, k, bias, scale) in [(300, 200, 128, true, 0.5f32), (77, 65, 33, false, 3.0), (1, 4096, 4096, true, -1.0)]
+    {
         let case = Case::new(m, n, k).bias(bias).scale(scale);
         let inputs = Inputs::generate(&case, &mut rng);
         let outcome = common::execute(&g, &case, &inputs, true);
@@ -368,7 +432,10 @@ fn linear_forward_matches_run() {
         assert_eq!(plan.map(|p| p.kernel), outcome.plan.map(|p| p.kernel));
         let host = g.stream.clone_dtoh(&out).unwrap();
         let dense = common::take_view_checked(&host, 0, m, n, ldo, "forward_into");
-        assert!(dense.iter().zip(&outcome.fused).all(|(a, b)| a.to_bits() == b.to_bits()), "forward_into differs from run");
+        assert!(
+            dense.iter().zip(&outcome.fused).all(|(a, b)| a.to_bits() == b.to_bits()),
+            "forward_into differs from run"
+        );
     }
 }
 
@@ -380,7 +447,10 @@ fn linear_rejects_wrong_lengths() {
     let buf = |len: usize| g.stream.clone_htod(&vec![0.25f32; len]).unwrap();
 
     let r = Linear::new(g.gemm.clone(), buf(n * k - 1), None, k, n, 0.5);
-    assert!(matches!(r, Err(Error::ShapeMismatch { expected, found, .. }) if expected == n * k && found == n * k - 1), "{r:?}");
+    assert!(
+        matches!(r, Err(Error::ShapeMismatch { expected, found, .. }) if expected == n * k && found == n * k - 1),
+        "{r:?}"
+    );
     assert!(r.unwrap_err().to_string().contains("weight"));
     let r = Linear::new(g.gemm.clone(), buf(n * k + 1), None, k, n, 0.5);
     assert!(matches!(r, Err(Error::ShapeMismatch { .. })), "{r:?}");
@@ -392,5 +462,8 @@ fn linear_rejects_wrong_lengths() {
 
     let layer = Linear::new(g.gemm.clone(), buf(n * k), Some(buf(n)), k, n, 0.5).expect("valid");
     let r = layer.forward(&buf(10 * k + 1), 10);
-    assert!(matches!(r, Err(Error::ShapeMismatch { expected, found, .. }) if expected == 10 * k && found == 10 * k + 1), "{r:?}");
+    assert!(
+        matches!(r, Err(Error::ShapeMismatch { expected, found, .. }) if expected == 10 * k && found == 10 * k + 1),
+        "{r:?}"
+    );
 }

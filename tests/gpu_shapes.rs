@@ -11,7 +11,8 @@ mod common;
 use common::{Case, Gpu, Rng, XDist};
 use gemm_epilogue::{Dispatch, Error, Kernel, MatrixMut};
 
-const DIMS: [usize; 24] = [1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 255, 257, 1000, 1023, 1024, 1025, 4095, 4096, 4097];
+const DIMS: [usize; 24] =
+    [1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 255, 257, 1000, 1023, 1024, 1025, 4095, 4096, 4097];
 const SCALES: [f32; 5] = [0.0, 0.5, -1.0, 1e-3, 3.0];
 /// At least this many triples per test.
 const TRIPLES: usize = 64;
@@ -98,7 +99,14 @@ fn expect_refused(g: &Gpu, case: &Case, kernel: Kernel, rng: &mut Rng) {
     let len = common::extent(case.m, case.n, case.ldo());
     let r = {
         let mut o = MatrixMut::with_ld(out.slice_mut(case.off_o..case.off_o + len), case.m, case.n, case.ldo());
-        g.gemm.with_dispatch(case.dispatch).run(&g.stream, &d.x_view(case), &d.w_view(case), d.b_view(case).as_ref(), case.scale, &mut o)
+        g.gemm.with_dispatch(case.dispatch).run(
+            &g.stream,
+            &d.x_view(case),
+            &d.w_view(case),
+            d.b_view(case).as_ref(),
+            case.scale,
+            &mut o,
+        )
     };
     assert!(
         matches!(r, Err(Error::KernelUnavailable { kernel: k, .. }) if k == kernel),
@@ -123,6 +131,18 @@ fn shapes_sm80_large_vec4() {
 fn shapes_sm80_large_scalar() {
     let Some(g) = common::gpu() else { return };
     run_shapes(&g, Dispatch::Force(Kernel::Sm80LargeScalar), "shapes_sm80_large_scalar");
+}
+
+#[test]
+fn shapes_sm80_wide_vec4() {
+    let Some(g) = common::gpu() else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm80Wide), "shapes_sm80_wide_vec4");
+}
+
+#[test]
+fn shapes_sm80_wide_scalar() {
+    let Some(g) = common::gpu() else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm80WideScalar), "shapes_sm80_wide_scalar");
 }
 
 #[test]
@@ -171,6 +191,12 @@ fn reference_shape_sm80_large_vec4() {
 }
 
 #[test]
+fn reference_shape_sm80_wide_vec4() {
+    let Some(g) = common::gpu() else { return };
+    reference_shape(&g, Dispatch::Force(Kernel::Sm80Wide), "reference_shape_sm80_wide_vec4");
+}
+
+#[test]
 fn reference_shape_sm90_pingpong() {
     let Some(g) = common::gpu() else { return };
     if !g.is_hopper() {
@@ -184,7 +210,15 @@ fn reference_shape_sm90_pingpong() {
 /// without adding its test fails here.
 #[test]
 fn every_kernel_has_a_shapes_test() {
-    let covered = [Kernel::Sm80Large, Kernel::Sm80LargeScalar, Kernel::Sm80Small, Kernel::Sm80SmallScalar, Kernel::Sm90Pingpong];
+    let covered = [
+        Kernel::Sm80Large,
+        Kernel::Sm80LargeScalar,
+        Kernel::Sm80Wide,
+        Kernel::Sm80WideScalar,
+        Kernel::Sm80Small,
+        Kernel::Sm80SmallScalar,
+        Kernel::Sm90Pingpong,
+    ];
     for k in Kernel::ALL {
         assert!(covered.contains(&k), "kernel {k:?} ({}) has no shapes_* test in tests/gpu_shapes.rs", k.name());
     }

@@ -43,6 +43,20 @@ typedef struct GeElementwiseParams {
     float scale;
 } GeElementwiseParams;
 
+/* Operand repack, for operands whose rows are not 16-byte aligned (k % 4 != 0, a misaligned
+ * base, or ld % 4 != 0): copies rows x cols at stride ld_src into dst at stride ld_dst (a
+ * multiple of 4, dst 16-byte aligned), zero-fills columns cols..ld_dst, and rounds every value to
+ * TF32 (nearest, ties away) on the way, so the TMA/vec4 kernels can then read it. Block (256,1,1),
+ * any grid; each thread writes 16 bytes at a time. */
+typedef struct GeRepackParams {
+    const float *src;
+    float *dst;
+    int64_t ld_src;
+    int64_t ld_dst;
+    int32_t rows;
+    int32_t cols;
+} GeRepackParams;
+
 /* ---- mma.sync family (sm_80+): csrc/sm80/ -------------------------------------------- */
 /* Kernel parameter: `const GeProblem` by value. Grid: one CTA per output tile, 1-D,
  * ceil(m/TILE_M) * ceil(n/TILE_N) CTAs, rasterised in the kernel. Dynamic shared memory:

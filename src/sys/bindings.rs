@@ -101,6 +101,40 @@ impl Default for GeElementwiseParams {
     }
 }
 #[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct GeRepackParams {
+    pub src: *const f32,
+    pub dst: *mut f32,
+    pub ld_src: i64,
+    pub ld_dst: i64,
+    pub rows: i32,
+    pub cols: i32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of GeRepackParams"][::std::mem::size_of::<GeRepackParams>() - 40usize];
+    ["Alignment of GeRepackParams"][::std::mem::align_of::<GeRepackParams>() - 8usize];
+    ["Offset of field: GeRepackParams::src"][::std::mem::offset_of!(GeRepackParams, src) - 0usize];
+    ["Offset of field: GeRepackParams::dst"][::std::mem::offset_of!(GeRepackParams, dst) - 8usize];
+    ["Offset of field: GeRepackParams::ld_src"]
+        [::std::mem::offset_of!(GeRepackParams, ld_src) - 16usize];
+    ["Offset of field: GeRepackParams::ld_dst"]
+        [::std::mem::offset_of!(GeRepackParams, ld_dst) - 24usize];
+    ["Offset of field: GeRepackParams::rows"]
+        [::std::mem::offset_of!(GeRepackParams, rows) - 32usize];
+    ["Offset of field: GeRepackParams::cols"]
+        [::std::mem::offset_of!(GeRepackParams, cols) - 36usize];
+};
+impl Default for GeRepackParams {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
 #[repr(align(64))]
 #[derive(Debug, Copy, Clone)]
 pub struct GeTensorMap {

@@ -12,3 +12,4 @@ include!("bindings.rs");
 unsafe impl cudarc::driver::DeviceRepr for GeProblem {}
 unsafe impl cudarc::driver::DeviceRepr for GeSm90Params {}
 unsafe impl cudarc::driver::DeviceRepr for GeElementwiseParams {}
+unsafe impl cudarc::driver::DeviceRepr for GeRepackParams {}

@@ -210,25 +210,45 @@ pub fn poisoned(len: usize) -> Vec<f32> {
 /// Asserts every element of `buf` outside the rows × cols view at `off` with stride `ld` still
 /// holds the poison bits and every element inside does not. Returns the view, dense.
 pub fn take_view_checked(buf: &[f32], off: usize, rows: usize, cols: usize, ld: usize, what: &str) -> Vec<f32> {
+    let ld = ld.max(cols);
+    let rows_end = (off + rows * ld).min(buf.len());
+    assert!(off + extent(rows, cols, ld) <= buf.len(), "{what}: buffer shorter than the view");
+    // Outside every row: before the view and after its last row's stride.
+    let mut clobbered: Vec<(usize, f32)> = (0..off.min(buf.len()))
+        .chain(rows_end..buf.len())
+        .filter(|&i| buf[i].to_bits() != POISON_BITS)
+        .take(8)
+        .map(|i| (i, buf[i]))
+        .collect();
+    // Row by row, in parallel: [0, cols) written, [cols, ld) untouched.
+    let per_chunk = par_map(rows, |range| {
+        let (mut dense, mut not_written, mut clob) = (Vec::with_capacity(range.len() * cols), Vec::new(), Vec::new());
+        for r in range {
+            let start = off + r * ld;
+            let row = &buf[start..(start + ld).min(buf.len())];
+            for (c, v) in row.iter().enumerate() {
+                let poisoned = v.to_bits() == POISON_BITS;
+                if c < cols {
+                    if poisoned && not_written.len() < 8 {
+                        not_written.push((r, c));
+                    }
+                } else if !poisoned && clob.len() < 8 {
+                    clob.push((start + c, *v));
+                }
+            }
+            dense.extend_from_slice(&row[..cols]);
+        }
+        (dense, not_written, clob)
+    });
     let mut dense = Vec::with_capacity(rows * cols);
     let mut not_written = Vec::new();
-    let mut clobbered = Vec::new();
-    for (i, v) in buf.iter().enumerate() {
-        let inside = i >= off && {
-            let j = i - off;
-            let (r, c) = (j / ld.max(1), j % ld.max(1));
-            r < rows && c < cols
-        };
-        let poisoned = v.to_bits() == POISON_BITS;
-        if inside {
-            if poisoned && not_written.len() < 8 {
-                let j = i - off;
-                not_written.push((j / ld, j % ld));
-            }
-        } else if !poisoned && clobbered.len() < 8 {
-            clobbered.push((i, *v));
-        }
+    for (d, nw, cl) in per_chunk {
+        dense.extend_from_slice(&d);
+        not_written.extend(nw);
+        clobbered.extend(cl);
     }
+    not_written.truncate(8);
+    clobbered.truncate(8);
     assert!(
         not_written.is_empty(),
         "{what}: in-view output elements were not written (row, col): {not_written:?} (view {rows}x{cols}, ld {ld}, offset {off})"
@@ -238,17 +258,13 @@ pub fn take_view_checked(buf: &[f32], off: usize, rows: usize, cols: usize, ld: 
         "{what}: elements outside the output view were overwritten (buffer index, value): {clobbered:?} (view {rows}x{cols}, ld {ld}, offset {off}, buffer {})",
         buf.len()
     );
-    if rows > 0 && cols > 0 {
-        for r in 0..rows {
-            dense.extend_from_slice(&buf[off + r * ld..off + r * ld + cols]);
-        }
-    }
     dense
 }
 
 /// Asserts every element of `buf` is still the poison.
 pub fn assert_all_poisoned(buf: &[f32], what: &str) {
-    let bad: Vec<(usize, f32)> = buf.iter().copied().enumerate().filter(|(_, v)| v.to_bits() != POISON_BITS).take(8).collect();
+    let bad: Vec<(usize, f32)> =
+        buf.iter().copied().enumerate().filter(|(_, v)| v.to_bits() != POISON_BITS).take(8).collect();
     assert!(bad.is_empty(), "{what}: the output buffer was written (index, value): {bad:?}");
 }
 
@@ -283,6 +299,8 @@ pub struct Case {
     pub scale: f32,
     pub dispatch: Dispatch,
     pub x_dist: XDist,
+    /// Run through `run_with_workspace` with the workspace `workspace_len` asks for (poisoned).
+    pub workspace: bool,
 }
 
 impl Case {
@@ -302,6 +320,7 @@ impl Case {
             scale: 0.5,
             dispatch: Dispatch::Auto,
             x_dist: XDist::Unit,
+            workspace: false,
         }
     }
     pub fn bias(mut self, bias: bool) -> Self {
@@ -325,6 +344,10 @@ impl Case {
     }
     pub fn offset(mut self, x: usize, w: usize, o: usize, b: usize) -> Self {
         (self.off_x, self.off_w, self.off_o, self.off_b) = (x, w, o, b);
+        self
+    }
+    pub fn workspace(mut self, on: bool) -> Self {
+        self.workspace = on;
         self
     }
     pub fn x_dist(mut self, d: XDist) -> Self {
@@ -434,13 +457,11 @@ impl Inputs {
     /// x ~ U(0,1) or U(−1,1), w, b ~ U(−1/√K, 1/√K) (K = 0: U(−1, 1)); no zeros.
     pub fn generate(case: &Case, rng: &mut Rng) -> Self {
         let a = 1.0 / (case.k.max(1) as f32).sqrt();
-        let x: Vec<f32> = (0..case.m * case.k)
-            .map(|_| match case.x_dist {
-                XDist::Unit => rng.unit(),
-                XDist::Sym => rng.sym(),
-            })
-            .collect();
-        let w: Vec<f32> = (0..case.n * case.k).map(|_| a * rng.sym()).collect();
+        let x = match case.x_dist {
+            XDist::Unit => fill(case.m * case.k, rng, |r| r.unit()),
+            XDist::Sym => fill(case.m * case.k, rng, |r| r.sym()),
+        };
+        let w = fill(case.n * case.k, rng, |r| a * r.sym());
         let b: Option<Vec<f32>> = case.bias.then(|| (0..case.n).map(|_| a * rng.sym()).collect());
         Self::from_dense(case, &x, &w, b.as_deref())
     }
@@ -470,6 +491,24 @@ impl Inputs {
     pub fn b_host<'a>(&'a self, case: &Case) -> Option<&'a [f32]> {
         self.b.as_ref().map(|b| &b[case.off_b..case.off_b + case.n])
     }
+}
+
+/// `len` values from `f`, generated in parallel from independent streams split off `rng` (the
+/// result depends only on the seed, not on the number of threads).
+pub fn fill(len: usize, rng: &mut Rng, f: impl Fn(&mut Rng) -> f32 + Sync) -> Vec<f32> {
+    const CHUNK: usize = 1 << 16;
+    let base = rng.next_u64();
+    let chunks = len.div_ceil(CHUNK);
+    par_map(chunks, |range| {
+        let mut v = Vec::with_capacity(range.len() * CHUNK);
+        for c in range {
+            let mut r = Rng::new(base ^ (c as u64).wrapping_mul(0xd1b5_4a32_d192_ed03));
+            let n = CHUNK.min(len - c * CHUNK);
+            v.extend((0..n).map(|_| f(&mut r)));
+        }
+        v
+    })
+    .concat()
 }
 
 /// Elements a `rows × cols` view of stride `ld` spans: `(rows − 1)·ld + cols` (0 when empty).
@@ -544,8 +583,14 @@ pub fn execute_on(g: &Gpu, case: &Case, d: &DeviceInputs, with_cublas: bool) -> 
     let mut out = g.stream.clone_htod(&poisoned(out_len(case))).expect("upload poison");
     let plan = {
         let mut o = MatrixMut::with_ld(out.slice_mut(case.off_o..case.off_o + olen), case.m, case.n, case.ldo());
-        gemm.run(&g.stream, &x, &w, b.as_ref(), case.scale, &mut o)
-            .unwrap_or_else(|e| panic!("fused run failed for {case:?}: {e}"))
+        if case.workspace {
+            let len = gemm.workspace_len(&g.stream, &x, &w).expect("workspace_len");
+            let mut ws = g.stream.clone_htod(&poisoned(len.max(1))).expect("upload workspace");
+            gemm.run_with_workspace(&g.stream, &x, &w, b.as_ref(), case.scale, &mut o, &mut ws.as_view_mut())
+        } else {
+            gemm.run(&g.stream, &x, &w, b.as_ref(), case.scale, &mut o)
+        }
+        .unwrap_or_else(|e| panic!("fused run failed for {case:?}: {e}"))
     };
     let host = g.stream.clone_dtoh(&out).expect("download out");
     let fused = take_view_checked(&host, case.off_o, case.m, case.n, case.ldo(), &format!("fused {plan:?} {case:?}"));
@@ -555,6 +600,12 @@ pub fn execute_on(g: &Gpu, case: &Case, d: &DeviceInputs, with_cublas: bool) -> 
         (None, true) => {}
         (Some(p), false) => match case.dispatch {
             Dispatch::Force(k) => assert_eq!(p.kernel, k, "forced {k:?} but {p:?} ran for {case:?}"),
+            Dispatch::Auto if p.repack_x || p.repack_w => {
+                assert!(case.workspace, "repacked without a workspace: {p:?} for {case:?}");
+                assert!(!case.vec4_ok(), "repacked operands that were aligned already: {p:?} for {case:?}");
+                let expected = if hopper { Family::TmaWgmma } else { Family::MmaSync };
+                assert!(p.kernel.family() == expected && needs_vec4(p.kernel), "repack into {p:?} for {case:?}");
+            }
             Dispatch::Auto => assert!(
                 case.auto_may_pick(p.kernel, hopper),
                 "Auto picked {:?} for {case:?} (vec4_ok {}, tma_ok {}, hopper {hopper})",
@@ -589,10 +640,13 @@ pub fn par_map<T: Send>(n: usize, f: impl Fn(Range<usize>) -> T + Sync) -> Vec<T
     let threads = std::thread::available_parallelism().map_or(4, |p| p.get()).min(n.max(1));
     let chunk = n.div_ceil(threads.max(1)).max(1);
     std::thread::scope(|s| {
-        let handles: Vec<_> = (0..n).step_by(chunk).map(|lo| {
-            let f = &f;
-            s.spawn(move || f(lo..(lo + chunk).min(n)))
-        }).collect();
+        let handles: Vec<_> = (0..n)
+            .step_by(chunk)
+            .map(|lo| {
+                let f = &f;
+                s.spawn(move || f(lo..(lo + chunk).min(n)))
+            })
+            .collect();
         handles.into_iter().map(|h| h.join().expect("checker thread panicked")).collect()
     })
 }
@@ -601,7 +655,10 @@ pub fn par_map<T: Send>(n: usize, f: impl Fn(Range<usize>) -> T + Sync) -> Vec<T
 /// kernels have (64 and 128 multiples ± 1), the first and last, the middle, and `extra` random.
 pub fn sample_indices(len: usize, rng: &mut Rng, extra: usize) -> Vec<usize> {
     let mut v = Vec::new();
-    for t in [0usize, 1, 2, 31, 32, 33, 63, 64, 65, 127, 128, 129, 191, 192, 255, 256, 257, 383, 384, 511, 512, 1023, 1024, 1025] {
+    for t in [
+        0usize, 1, 2, 31, 32, 33, 63, 64, 65, 127, 128, 129, 191, 192, 255, 256, 257, 383, 384, 511, 512, 1023, 1024,
+        1025,
+    ] {
         v.push(t);
     }
     for d in 1..=3 {
@@ -722,7 +779,11 @@ pub fn verify(case: &Case, inputs: &Inputs, o: &Outcome, rng: &mut Rng) {
     );
     if stats.count >= MIN_NORM_COUNT {
         let e = stats.norm_err();
-        assert!(e <= NORM_TOL, "fused vs f64 reference: ‖out−ref‖/‖ref‖ = {e:.3e} > {NORM_TOL:e} over {} elements; {ctx}", stats.count);
+        assert!(
+            e <= NORM_TOL,
+            "fused vs f64 reference: ‖out−ref‖/‖ref‖ = {e:.3e} > {NORM_TOL:e} over {} elements; {ctx}",
+            stats.count
+        );
     }
 
     // Exact properties of the epilogue.
@@ -759,7 +820,10 @@ pub fn verify(case: &Case, inputs: &Inputs, o: &Outcome, rng: &mut Rng) {
         );
         if stats.count >= MIN_NORM_COUNT {
             let e = stats.norm_err();
-            assert!(e <= NORM_TOL_CUBLAS, "fused vs cuBLAS: ‖fused−cublas‖/‖cublas‖ = {e:.3e} > {NORM_TOL_CUBLAS:e}; {ctx}");
+            assert!(
+                e <= NORM_TOL_CUBLAS,
+                "fused vs cuBLAS: ‖fused−cublas‖/‖cublas‖ = {e:.3e} > {NORM_TOL_CUBLAS:e}; {ctx}"
+            );
         }
         if case.scale == -1.0 {
             assert!(cublas.iter().all(|&v| v == 0.0), "cuBLAS+elementwise with s = −1 must give exact zeros; {ctx}");
