@@ -342,8 +342,13 @@ fn epilogue_matches_unfused_bitwise() {
     let mut rng = common::rng("epilogue_matches_unfused_bitwise");
     let (m, n, k) = (160, 136, 4);
     let s = 0.1f32;
-    let small = |rng: &mut Rng| -> f32 {
-        let v = (rng.below(31) + 1) as f32 / 8.0;
+    // x = ±(1 + i/1024), w = ±(1 + j/1024)/16: exact in TF32 (10 fraction bits); each product
+    // lies in [1/16, 1/4) with at most 24 fraction bits, so every partial sum of K = 4 of them
+    // stays below 1 and is exact in fp32, in any order, rounded or truncated to TF32. v then has
+    // ~22 significant bits: enough for fma(v, s, v) to differ from (v*s)+v on many elements.
+    // The bias ±(1 + j/1024)/64 keeps v exact unless |v| >= 1: columns are redrawn until it is.
+    let unit = |rng: &mut Rng, scale: f32| -> f32 {
+        let v = (1.0 + rng.below(1024) as f32 / 1024.0) * scale;
         if rng.below(2) == 0 {
             v
         } else {
@@ -352,9 +357,19 @@ fn epilogue_matches_unfused_bitwise() {
     };
     for bias in [true, false] {
         let base = Case::new(m, n, k).bias(bias).scale(s);
-        let x: Vec<f32> = (0..m * k).map(|_| small(&mut rng)).collect();
-        let w: Vec<f32> = (0..n * k).map(|_| small(&mut rng)).collect();
-        let b: Option<Vec<f32>> = bias.then(|| (0..n).map(|_| (rng.below(255) as f32 - 127.0) / 64.0).collect());
+        let x: Vec<f32> = (0..m * k).map(|_| unit(&mut rng, 1.0)).collect();
+        let w: Vec<f32> = (0..n * k).map(|_| unit(&mut rng, 1.0 / 16.0)).collect();
+        let acc = |r: usize, c: usize| -> f64 { (0..k).map(|i| x[r * k + i] as f64 * w[c * k + i] as f64).sum() };
+        let b: Option<Vec<f32>> = bias.then(|| {
+            (0..n)
+                .map(|c| loop {
+                    let b = unit(&mut rng, 1.0 / 64.0);
+                    if (0..m).all(|r| ((acc(r, c) + b as f64) as f32) as f64 == acc(r, c) + b as f64) {
+                        break b;
+                    }
+                })
+                .collect()
+        });
         let mut v = vec![0f32; m * n];
         let mut fma_differs = 0usize;
         for r in 0..m {
