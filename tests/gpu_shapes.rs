@@ -168,6 +168,34 @@ fn shapes_sm90_pingpong() {
     run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong), "shapes_sm90_pingpong");
 }
 
+/// A few small shapes through every kernel this device has, with tails in M, N and K, a strided
+/// output and a repacked operand: quick enough for compute-sanitizer's racecheck and synccheck
+/// (`bash .gpu/run sanitize racecheck small_shapes_every_kernel`).
+#[test]
+fn small_shapes_every_kernel() {
+    let Some(g) = common::gpu() else { return };
+    let mut rng = common::rng("small_shapes_every_kernel");
+    let hopper = g.is_hopper();
+    let cases = [
+        Case::new(1, 1, 4),
+        Case::new(130, 70, 36).pad(4, 0, 3),
+        Case::new(257, 129, 100).bias(false).scale(3.0),
+        Case::new(70, 260, 64).scale(-1.0),
+    ];
+    for case in cases {
+        for kernel in Kernel::ALL {
+            if kernel == Kernel::Sm90Pingpong && !hopper {
+                continue;
+            }
+            common::check(&g, &case.force(kernel), &mut rng);
+        }
+        common::check(&g, &case, &mut rng);
+    }
+    let unaligned = Case::new(65, 66, 67).workspace(true).force(if hopper { Kernel::Sm90Pingpong } else { Kernel::Sm80Small });
+    let plan = common::check(&g, &unaligned, &mut rng).expect("ran");
+    assert!(plan.repack_x && plan.repack_w, "{plan:?}");
+}
+
 // ---- the reference shape ----------------------------------------------------------------------
 
 fn reference_shape(g: &Gpu, dispatch: Dispatch, test: &str) {
