@@ -73,9 +73,15 @@ fn main() {
         eprintln!("{}", String::from_utf8_lossy(&output.stderr));
         fail(&format!("nvcc failed compiling {KERNELS} ({}); command: {cmd:?}", output.status));
     }
+    // Name the kernels that spill (only the crate's own developers see build-script warnings).
     let report = String::from_utf8_lossy(&output.stderr);
-    if report.lines().any(|l| l.contains("spill stores") && !l.contains(" 0 bytes spill stores")) {
-        println!("cargo:warning=a kernel spills registers; see {}", log.display());
+    let mut function = "";
+    for line in report.lines() {
+        if let Some(rest) = line.split("Function properties for ").nth(1) {
+            function = rest.trim();
+        } else if line.contains("spill stores") && !line.contains(" 0 bytes spill stores") {
+            println!("cargo:warning={function}: {} (report: {})", line.trim(), log.display());
+        }
     }
 }
 

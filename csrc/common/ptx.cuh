@@ -14,6 +14,9 @@ __device__ __forceinline__ uint32_t cvt_rna_tf32(float x) {
     return r;
 }
 
+// The same rounding, kept as a float (the low 13 mantissa bits cleared).
+__device__ __forceinline__ float round_tf32(float x) { return __uint_as_float(cvt_rna_tf32(x)); }
+
 // Shared-memory address as the 32-bit value that cp.async / ld.shared take.
 __device__ __forceinline__ uint32_t smem_addr(const void *p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));

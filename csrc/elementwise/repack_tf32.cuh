@@ -10,8 +10,6 @@
 
 namespace ge::elementwise {
 
-__device__ __forceinline__ float round_tf32(float x) { return __uint_as_float(ptx::cvt_rna_tf32(x)); }
-
 // Grid-stride over (row, group of 4 destination columns).
 __device__ __forceinline__ void repack_tf32(const GeRepackParams &p, int64_t first, int64_t stride) {
     const int64_t quads_per_row = p.ld_dst / 4;
@@ -21,10 +19,10 @@ __device__ __forceinline__ void repack_tf32(const GeRepackParams &p, int64_t fir
         const int col = int(i % quads_per_row) * 4;
         const float *src = p.src + row * p.ld_src + col;
         float4 v;
-        v.x = col + 0 < p.cols ? round_tf32(src[0]) : 0.0f;
-        v.y = col + 1 < p.cols ? round_tf32(src[1]) : 0.0f;
-        v.z = col + 2 < p.cols ? round_tf32(src[2]) : 0.0f;
-        v.w = col + 3 < p.cols ? round_tf32(src[3]) : 0.0f;
+        v.x = col + 0 < p.cols ? ptx::round_tf32(src[0]) : 0.0f;
+        v.y = col + 1 < p.cols ? ptx::round_tf32(src[1]) : 0.0f;
+        v.z = col + 2 < p.cols ? ptx::round_tf32(src[2]) : 0.0f;
+        v.w = col + 3 < p.cols ? ptx::round_tf32(src[3]) : 0.0f;
         *reinterpret_cast<float4 *>(p.dst + row * p.ld_dst + col) = v;
     }
 }

@@ -27,8 +27,8 @@ __device__ __forceinline__ void tile_coords(int block, int m, int n, int &tile_m
 template <class Cfg>
 __device__ __forceinline__ void gemm_bias_scale_residual(const GeProblem &p, float *smem, int block,
                                                          int tid) {
-    using XLoader = SmemTileLoader<Cfg::kTileM, Cfg::kThreads, Cfg::kAccess>;
-    using WLoader = SmemTileLoader<Cfg::kTileN, Cfg::kThreads, Cfg::kAccess>;
+    using XLoader = SmemTileLoader<Cfg::kTileM, Cfg::kThreads, Cfg::kAccess, TileOrder::RowPairsInterleaved>;
+    using WLoader = SmemTileLoader<Cfg::kTileN, Cfg::kThreads, Cfg::kAccess, TileOrder::KMajor>;
     constexpr int kStages = Cfg::kStages;
 
     int tile_m, tile_n;
@@ -59,8 +59,10 @@ __device__ __forceinline__ void gemm_bias_scale_residual(const GeProblem &p, flo
     mma.clear();
     const auto lane_offsets = WarpMma<Cfg>::lane_offsets(warp_m, warp_n, lane);
     for (int kt = 0; kt < k_tiles; ++kt) {
-        ptx::cp_async_wait<kStages - 2>();  // k-tile kt has landed (for this thread)...
-        __syncthreads();                    // ...for all threads, and stage kt-1 is free again
+        ptx::cp_async_wait<kStages - 2>();  // this thread's copies of k-tile kt have landed:
+        XLoader::finish(x_tile(kt % kStages), tid);  // round (and arrange) them in place, once,
+        WLoader::finish(w_tile(kt % kStages), tid);
+        __syncthreads();                    // then publish the stage; stage kt-1 is free again
         const int next = kt + kStages - 1;
         if (next < k_tiles) load_stage(next % kStages, next);
         ptx::cp_async_commit();
