@@ -117,6 +117,9 @@ struct Case<'g> {
     w: CudaSlice<f32>,
     b: CudaSlice<f32>,
     out: CudaSlice<f32>,
+    /// Scratch for repacking operands whose rows are not 16-byte aligned (K % 4 != 0): what a
+    /// user who cares about speed passes to `run_with_workspace`. Allocated once, outside timing.
+    workspace: Option<CudaSlice<f32>>,
 }
 
 impl<'g> Case<'g> {
@@ -141,6 +144,11 @@ impl<'g> Case<'g> {
         let w = stream.clone_htod(&hw)?;
         let b = stream.clone_htod(&hb)?;
         let mut out = stream.alloc_zeros::<f32>(m * n)?;
+        let workspace_len = gemm.workspace_len(stream, &MatrixRef::from_slice(&x, m, k), &MatrixRef::from_slice(&w, n, k))?;
+        let workspace = if workspace_len > 0 { Some(stream.alloc_zeros::<f32>(workspace_len)?) } else { None };
+        if workspace_len > 0 {
+            println!("[{m}x{n}x{k}] fused: rows not 16-byte aligned; repacks through a {} MiB workspace", workspace_len * 4 >> 20);
+        }
         let plan = gemm.plan(stream, &MatrixRef::from_slice(&x, m, k), &MatrixRef::from_slice(&w, n, k), Some(&b.as_view()), &MatrixMut::from_slice(&mut out, m, n))?;
         match plan {
             Some(p) => println!("[{m}x{n}x{k}] seed {seed:#x}; fused (Auto) runs {} (grid {}, block {}, smem {} B)", p.kernel, p.grid, p.block, p.smem_bytes),
@@ -156,7 +164,7 @@ impl<'g> Case<'g> {
                 None
             }
         };
-        Ok(Self { m, n, k, ctx: ctx.clone(), stream: stream.clone(), gemm, blas, lt, lt_plan, x, w, b, out })
+        Ok(Self { m, n, k, ctx: ctx.clone(), stream: stream.clone(), gemm, blas, lt, lt_plan, x, w, b, out, workspace })
     }
 
     fn flop(&self) -> f64 {
@@ -175,7 +183,11 @@ impl<'g> Case<'g> {
         let b = self.b.as_view();
         let mut out = MatrixMut::from_slice(&mut self.out, m, n);
         match v {
-            Variant::Fused => self.gemm.run(&self.stream, &x, &w, Some(&b), SCALE, &mut out).map(|_| ()),
+            Variant::Fused => match &mut self.workspace {
+                Some(ws) => self.gemm.run_with_workspace(&self.stream, &x, &w, Some(&b), SCALE, &mut out, &mut ws.as_view_mut()),
+                None => self.gemm.run(&self.stream, &x, &w, Some(&b), SCALE, &mut out),
+            }
+            .map(|_| ()),
             Variant::CublasElementwise => self.blas.linear_scale_residual(&x, &w, Some(&b), SCALE, &mut out),
             Variant::CublasLt => match &self.lt_plan {
                 Some(plan) => self.lt.run(plan, &x, &w, &mut out),

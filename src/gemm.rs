@@ -415,10 +415,12 @@ pub(crate) fn select(device: &DeviceInfo, dispatch: Dispatch, s: Shape, x: (u64,
             let worth_repacking = (s.m as u64) * (s.n as u64) * (s.k as u64) >= REPACK_MIN_MACS;
             let vec4 = direct || (can_repack && worth_repacking);
             let small = tiles(s, Kernel::Sm80Large) < device.sm_count as u64;
+            // Measured on the H200 (docs/TILING.md): 128×256 beats 128×128 for both load widths;
+            // devices without 144 KiB of shared memory per block fall through to 128×128.
             let preference: &[Kernel] = match (small, vec4) {
-                (false, true) => &[Kernel::Sm90Pingpong, Kernel::Sm80Large, Kernel::Sm80Small],
+                (false, true) => &[Kernel::Sm90Pingpong, Kernel::Sm80Wide, Kernel::Sm80Large, Kernel::Sm80Small],
                 (true, true) => &[Kernel::Sm90Pingpong, Kernel::Sm80Small],
-                (false, false) => &[Kernel::Sm80LargeScalar, Kernel::Sm80SmallScalar],
+                (false, false) => &[Kernel::Sm80WideScalar, Kernel::Sm80LargeScalar, Kernel::Sm80SmallScalar],
                 (true, false) => &[Kernel::Sm80SmallScalar],
             };
             *preference
@@ -542,20 +544,20 @@ mod tests {
         assert_eq!(p.kernel, Kernel::Sm90Pingpong);
         assert_eq!(p.grid, 132, "persistent: one CTA per SM");
         let p = select(&A100, Dispatch::Auto, s, (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
-        assert_eq!((p.kernel, p.grid), (Kernel::Sm80Large, 128 * 32));
+        assert_eq!((p.kernel, p.grid), (Kernel::Sm80Wide, 128 * 16));
         let p = select(&RTX4090, Dispatch::Auto, s, (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
-        assert_eq!(p.kernel, Kernel::Sm80Large, "96 KiB fits sm_89's 99 KiB");
+        assert_eq!(p.kernel, Kernel::Sm80Large, "144 KiB does not fit sm_89's 99 KiB; 96 KiB does");
     }
 
     #[test]
     fn unaligned_or_ragged_k_falls_back_to_scalar_loads() {
         let s = shape(16383, 4095, 4097);
         let p = select(&H200, Dispatch::Auto, s, (ALIGNED, 4097), (ALIGNED, 4097), 0).unwrap();
-        assert_eq!(p.kernel, Kernel::Sm80LargeScalar);
+        assert_eq!(p.kernel, Kernel::Sm80WideScalar);
         let s = shape(4096, 4096, 4096);
         let p = select(&H200, Dispatch::Auto, s, (ALIGNED + 4, 4096), (ALIGNED, 4096), 0).unwrap();
-        assert_eq!(p.kernel, Kernel::Sm80LargeScalar, "x misaligned by one float");
-        let p = select(&H200, Dispatch::Auto, s, (ALIGNED, 4098), (ALIGNED, 4096), 0).unwrap();
+        assert_eq!(p.kernel, Kernel::Sm80WideScalar, "x misaligned by one float");
+        let p = select(&RTX4090, Dispatch::Auto, s, (ALIGNED, 4098), (ALIGNED, 4096), 0).unwrap();
         assert_eq!(p.kernel, Kernel::Sm80LargeScalar, "ldx not a multiple of 4");
         let p = select(&H200, Dispatch::Auto, shape(7, 9, 0), (ALIGNED, 0), (ALIGNED, 0), 0).unwrap();
         assert_eq!(p.kernel, Kernel::Sm80Small, "K = 0: no TMA, bias-only tile");
@@ -570,11 +572,11 @@ mod tests {
         assert_eq!(p.workspace_len(s.m, s.n, s.k), need);
         // One element short: no repack, the scalar kernel, and still no error.
         let p = select(&H200, Dispatch::Auto, s, (ALIGNED, 4097), (ALIGNED, 4097), need - 1).unwrap();
-        assert_eq!((p.kernel, p.repack_x, p.repack_w), (Kernel::Sm80LargeScalar, false, false));
+        assert_eq!((p.kernel, p.repack_x, p.repack_w), (Kernel::Sm80WideScalar, false, false));
         // Only the misaligned operand is repacked.
         let s = shape(4096, 4096, 4096);
         let p = select(&A100, Dispatch::Auto, s, (ALIGNED + 4, 4096), (ALIGNED, 4096), usize::MAX).unwrap();
-        assert_eq!((p.kernel, p.repack_x, p.repack_w), (Kernel::Sm80Large, true, false));
+        assert_eq!((p.kernel, p.repack_x, p.repack_w), (Kernel::Sm80Wide, true, false));
         // Tiny problems are not worth two extra launches...
         let p = select(&H200, Dispatch::Auto, shape(33, 65, 4095), (ALIGNED, 4095), (ALIGNED, 4095), usize::MAX).unwrap();
         assert_eq!((p.kernel, p.repack_x), (Kernel::Sm80SmallScalar, false));
