@@ -291,9 +291,8 @@ impl FusedGemm {
             rows: rows as i32,
             cols: k as i32,
         };
-        let quads = (rows as u64 * padded_ld as u64 / 4).div_ceil(256);
-        let blocks = quads.clamp(1, self.kernels.device.sm_count as u64 * 16) as u32;
-        let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        let grid_dim = crate::kernels::rowwise_grid(rows, padded_ld / 4, self.kernels.device.sm_count);
+        let cfg = LaunchConfig { grid_dim, block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         let function: &CudaFunction = &self.kernels.repack;
         let mut launch = stream.launch_builder(function);
         launch.arg(&params);

@@ -147,6 +147,14 @@ impl fmt::Display for Kernel {
     }
 }
 
+/// Grid for the row-wise memory-bound kernels (repack, elementwise epilogue): x covers one row's
+/// `units` (16-byte groups) with 256-thread blocks, y keeps about 16 blocks per SM in flight.
+pub(crate) fn rowwise_grid(rows: usize, units: usize, sm_count: u32) -> (u32, u32, u32) {
+    let x = units.div_ceil(256).clamp(1, i32::MAX as usize);
+    let y = (sm_count as usize * 16 / x).clamp(1, rows.clamp(1, 65_535));
+    (x as u32, y as u32, 1)
+}
+
 /// The fatbin loaded into one context, with every kernel the device can run looked up and its
 /// shared-memory limit raised once.
 pub(crate) struct LoadedKernels {
@@ -202,6 +210,14 @@ mod tests {
         let contains = |s: &str| FATBIN.windows(s.len()).any(|w| w == s.as_bytes());
         assert!(FATBIN.len() > 1024, "empty fatbin: was the crate built with DOCS_RS set?");
         assert!(contains("sm_90a") || contains("sm_90"), "no sm_90a code in the fatbin");
+    }
+
+    #[test]
+    fn rowwise_grids_cover_rows_and_columns() {
+        assert_eq!(rowwise_grid(16384, 1025, 132), (5, 422, 1));
+        assert_eq!(rowwise_grid(1, 1, 132), (1, 1, 1));
+        assert_eq!(rowwise_grid(1_000_000, 1, 132), (1, 2112, 1));
+        assert_eq!(rowwise_grid(3, 1 << 20, 132), (4096, 1, 1));
     }
 
     #[test]

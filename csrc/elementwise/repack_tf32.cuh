@@ -10,26 +10,31 @@
 
 namespace ge::elementwise {
 
-// Grid-stride over (row, group of 4 destination columns).
-__device__ __forceinline__ void repack_tf32(const GeRepackParams &p, int64_t first, int64_t stride) {
-    const int64_t quads_per_row = p.ld_dst / 4;
-    const int64_t total = quads_per_row * p.rows;
-    for (int64_t i = first; i < total; i += stride) {
-        const int64_t row = i / quads_per_row;
-        const int col = int(i % quads_per_row) * 4;
-        const float *src = p.src + row * p.ld_src + col;
-        float4 v;
-        v.x = col + 0 < p.cols ? ptx::round_tf32(src[0]) : 0.0f;
-        v.y = col + 1 < p.cols ? ptx::round_tf32(src[1]) : 0.0f;
-        v.z = col + 2 < p.cols ? ptx::round_tf32(src[2]) : 0.0f;
-        v.w = col + 3 < p.cols ? ptx::round_tf32(src[3]) : 0.0f;
-        *reinterpret_cast<float4 *>(p.dst + row * p.ld_dst + col) = v;
+// Rows [row_first, rows) step row_step; quads (4 destination columns) [quad_first, ..) step
+// quad_step. Two loops instead of one flat index: no 64-bit division per element.
+__device__ __forceinline__ void repack_tf32(const GeRepackParams &p, int row_first, int row_step,
+                                            int quad_first, int quad_step) {
+    const int quads = int(p.ld_dst / 4);
+    for (int row = row_first; row < p.rows; row += row_step) {
+        const float *src = p.src + int64_t(row) * p.ld_src;
+        float *dst = p.dst + int64_t(row) * p.ld_dst;
+        for (int q = quad_first; q < quads; q += quad_step) {
+            const int col = 4 * q;
+            float4 v;
+            v.x = col + 0 < p.cols ? ptx::round_tf32(src[col + 0]) : 0.0f;
+            v.y = col + 1 < p.cols ? ptx::round_tf32(src[col + 1]) : 0.0f;
+            v.z = col + 2 < p.cols ? ptx::round_tf32(src[col + 2]) : 0.0f;
+            v.w = col + 3 < p.cols ? ptx::round_tf32(src[col + 3]) : 0.0f;
+            *reinterpret_cast<float4 *>(dst + col) = v;
+        }
     }
 }
 
 }  // namespace ge::elementwise
 
+// Launch: block (256,1,1), grid (x, y) with x * 256 threads covering a row's quads and y rows
+// in flight; any grid is correct.
 extern "C" __global__ void __launch_bounds__(256) ge_repack_tf32(const GeRepackParams p) {
-    ge::elementwise::repack_tf32(p, int64_t(blockIdx.x) * blockDim.x + threadIdx.x,
-                                 int64_t(gridDim.x) * blockDim.x);
+    ge::elementwise::repack_tf32(p, blockIdx.y, gridDim.y, blockIdx.x * blockDim.x + threadIdx.x,
+                                 gridDim.x * blockDim.x);
 }

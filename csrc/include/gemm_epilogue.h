@@ -47,7 +47,7 @@ typedef struct GeElementwiseParams {
  * base, or ld % 4 != 0): copies rows x cols at stride ld_src into dst at stride ld_dst (a
  * multiple of 4, dst 16-byte aligned), zero-fills columns cols..ld_dst, and rounds every value to
  * TF32 (nearest, ties away) on the way, so the TMA/vec4 kernels can then read it. Block (256,1,1),
- * any grid; each thread writes 16 bytes at a time. */
+ * grid (quads of a row, rows in flight); each thread writes 16 bytes at a time. */
 typedef struct GeRepackParams {
     const float *src;
     float *dst;

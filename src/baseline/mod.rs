@@ -116,8 +116,8 @@ impl CublasBaseline {
             n: n as i32,
             scale,
         };
-        let blocks = (self.gemm.device().sm_count * 8).max(1);
-        let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        let grid_dim = crate::kernels::rowwise_grid(m, n.div_ceil(4), self.gemm.device().sm_count);
+        let cfg = LaunchConfig { grid_dim, block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         let mut launch = stream.launch_builder(self.gemm.elementwise_function());
         launch.arg(&params);
         // SAFETY: params match the kernel's `const GeElementwiseParams`; extents validated above.
