@@ -33,7 +33,7 @@ pub struct Plan {
     pub block: u32,
     /// Dynamic shared memory per CTA, bytes.
     pub smem_bytes: u32,
-    /// X was first copied into the workspace (dense rows of 16 bytes' multiple, rounded to TF32),
+    /// X was first copied into the workspace (rows padded to whole 128-byte lines, rounded to TF32),
     /// because its rows are not 16-byte aligned and the kernel needs them to be.
     pub repack_x: bool,
     /// Likewise for W.
@@ -43,7 +43,7 @@ pub struct Plan {
 impl Plan {
     /// f32 elements of workspace the plan uses (0 without repacks).
     pub fn workspace_len(&self, m: usize, n: usize, k: usize) -> usize {
-        let ld = k.next_multiple_of(4);
+        let ld = repacked_ld(k);
         (self.repack_x as usize) * m * ld + (self.repack_w as usize) * n * ld
     }
 }
@@ -228,7 +228,7 @@ impl FusedGemm {
         let plan = self.select(shape, (x_ptr, x.ld), (w_ptr, w.ld), ws_len)?;
 
         // Operands the kernel reads: the caller's, or their repacked copies in the workspace.
-        let padded_ld = shape.k.next_multiple_of(4);
+        let padded_ld = repacked_ld(shape.k);
         let (mut xk, mut wk) = ((x_ptr, x.ld), (w_ptr, w.ld));
         let mut ws_next = ws_ptr;
         if plan.repack_x {
@@ -380,6 +380,13 @@ fn rows_aligned(k: usize, (addr, ld): (u64, usize)) -> bool {
     k % 4 == 0 && addr % 16 == 0 && ld % 4 == 0 && ld * 4 < (1 << 40)
 }
 
+/// Leading dimension of a repacked operand: whole 128-byte lines per row. A multiple of 4 would
+/// satisfy TMA, but rows that straddle 128-byte lines make every TMA box row touch two lines:
+/// on the H200 (16383×4095×4097) ld = 4100 ran the wgmma kernel in 3.49 ms (ncu), docs/TILING.md.
+fn repacked_ld(k: usize) -> usize {
+    k.next_multiple_of(32)
+}
+
 /// Below this many multiply-adds, repacking (two extra launches) costs more than it saves.
 const REPACK_MIN_MACS: u64 = 1 << 27;
 
@@ -387,7 +394,7 @@ const REPACK_MIN_MACS: u64 = 1 << 27;
 /// `workspace` is the f32 length available for repacking unaligned operands.
 pub(crate) fn select(device: &DeviceInfo, dispatch: Dispatch, s: Shape, x: (u64, usize), w: (u64, usize), workspace: usize) -> Result<Plan> {
     let (x_ok, w_ok) = (rows_aligned(s.k, x), rows_aligned(s.k, w));
-    let padded_ld = s.k.next_multiple_of(4);
+    let padded_ld = repacked_ld(s.k);
     let repack_len = (!x_ok as usize) * s.m * padded_ld + (!w_ok as usize) * s.n * padded_ld;
     let can_repack = s.k > 0 && repack_len <= workspace;
     let direct = x_ok && w_ok;
@@ -565,7 +572,7 @@ mod tests {
     #[test]
     fn a_workspace_lets_unaligned_operands_reach_the_fast_kernels() {
         let s = shape(16383, 4095, 4097);
-        let need = (16383 + 4095) * 4100;
+        let need = (16383 + 4095) * 4128;
         let p = select(&H200, Dispatch::Auto, s, (ALIGNED, 4097), (ALIGNED, 4097), need).unwrap();
         assert_eq!((p.kernel, p.repack_x, p.repack_w), (Kernel::Sm90Pingpong, true, true));
         assert_eq!(p.workspace_len(s.m, s.n, s.k), need);
