@@ -327,18 +327,19 @@ fn append_markdown(text: &str) {
 
 fn run_header(device: &str) -> String {
     let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let commit = std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    // Under git, the checkout's; on a GPU host without git, what ../shared/gpu/pack recorded.
+    let git = |args: &[&str]| {
+        std::process::Command::new("git").args(args).output().ok().filter(|o| o.status.success()).map(|o| o.stdout)
+    };
+    let packed = |file: &str| std::fs::read_to_string(format!(".gpu/{file}")).ok();
+    let commit = git(&["rev-parse", "--short", "HEAD"])
+        .map(|o| String::from_utf8_lossy(&o).trim().to_string())
+        .or_else(|| packed("commit").map(|c| c.trim().to_string()))
         .unwrap_or_else(|| "unknown".into());
-    let dirty = std::process::Command::new("git")
-        .args(["status", "--porcelain", "--untracked-files=no"])
-        .output()
-        .ok()
-        .is_some_and(|o| !o.stdout.is_empty());
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+        .map(|o| !o.is_empty())
+        .or_else(|| packed("dirty").map(|d| !d.trim().is_empty()))
+        .unwrap_or(false);
     format!(
         "\n## fused_vs_cublas interleaved run, {} UTC, commit {commit}{}, {device}\n",
         utc(secs),
