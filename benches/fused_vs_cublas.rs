@@ -26,12 +26,15 @@
 //! Without a GPU it prints `skipped: <reason>` and exits 0, unless `GEMM_EPILOGUE_REQUIRE_GPU=1`,
 //! then it exits 1.
 
+mod common;
+use common::skip_or_fail;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use criterion::{Criterion, Throughput};
+use gemm_epilogue::reference::SplitMix64 as Rng;
 use gemm_epilogue::baseline::{CublasBaseline, CublasLtLinear, CublasLtPlan};
 use gemm_epilogue::cudarc::driver::sys::CUevent_flags;
 use gemm_epilogue::cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream};
@@ -55,25 +58,6 @@ const SHAPES: &[(&str, usize, usize, usize)] = &[
 // ---------------------------------------------------------------------------------------------
 // Data
 
-/// SplitMix64: small, fast, good enough for benchmark inputs.
-struct Rng(u64);
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in (0, 1), never 0.
-    fn open01(&mut self) -> f32 {
-        ((self.next_u64() >> 40) as f32 + 0.5) * (1.0 / (1u64 << 24) as f32)
-    }
-    /// Uniform in (−a, a), never 0.
-    fn sym(&mut self, a: f32) -> f32 {
-        (2.0 * self.open01() - 1.0) * a
-    }
-}
 
 fn fresh_seed(m: usize, n: usize, k: usize) -> u64 {
     let t = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
@@ -137,9 +121,9 @@ impl<'g> Case<'g> {
         k: usize,
     ) -> gemm_epilogue::Result<Self> {
         let seed = fresh_seed(m, n, k);
-        let mut rng = Rng(seed);
+        let mut rng = Rng::new(seed);
         let a = 1.0 / (k as f32).sqrt();
-        let hx: Vec<f32> = (0..m * k).map(|_| rng.open01()).collect();
+        let hx: Vec<f32> = (0..m * k).map(|_| rng.unit()).collect();
         let hw: Vec<f32> = (0..n * k).map(|_| rng.sym(a)).collect();
         let hb: Vec<f32> = (0..n).map(|_| rng.sym(a)).collect();
         let x = stream.clone_htod(&hx)?;
@@ -149,7 +133,7 @@ impl<'g> Case<'g> {
         let workspace_len = gemm.workspace_len(stream, &MatrixRef::from_slice(&x, m, k), &MatrixRef::from_slice(&w, n, k))?;
         let workspace = if workspace_len > 0 { Some(stream.alloc_zeros::<f32>(workspace_len)?) } else { None };
         if workspace_len > 0 {
-            println!("[{m}x{n}x{k}] fused: rows not 16-byte aligned; repacks through a {} MiB workspace", workspace_len * 4 >> 20);
+            println!("[{m}x{n}x{k}] fused: rows not 16-byte aligned; repacks through a {} MiB workspace", (workspace_len * 4) >> 20);
         }
         let mut workspace = workspace;
         // One real call (also a warm-up) reports what the timed calls run.
@@ -405,13 +389,6 @@ fn selected(filter: &Option<String>, group: &str) -> bool {
 
 // ---------------------------------------------------------------------------------------------
 
-fn skip_or_fail(reason: String) {
-    if std::env::var("GEMM_EPILOGUE_REQUIRE_GPU").is_ok_and(|v| v == "1") {
-        eprintln!("error: GEMM_EPILOGUE_REQUIRE_GPU=1 but {reason}");
-        std::process::exit(1);
-    }
-    println!("skipped: {reason}");
-}
 
 fn main() {
     let args = parse_args();

@@ -11,6 +11,8 @@
 //! exits 0, unless `GEMM_EPILOGUE_REQUIRE_GPU=1`, then it exits 1. Clocks under load vary (see
 //! docs/performance.md): quote the result with the date and, if you can, the SM clock.
 
+mod common;
+use common::skip_or_fail;
 use std::fmt::Write as _;
 
 use gemm_epilogue::cuda_context;
@@ -58,13 +60,6 @@ fn ptx() -> String {
     s
 }
 
-fn skip_or_fail(reason: String) {
-    if std::env::var("GEMM_EPILOGUE_REQUIRE_GPU").is_ok_and(|v| v == "1") {
-        eprintln!("error: GEMM_EPILOGUE_REQUIRE_GPU=1 but {reason}");
-        std::process::exit(1);
-    }
-    println!("skipped: {reason}");
-}
 
 fn main() {
     if std::env::args().any(|a| a == "--print-ptx") {

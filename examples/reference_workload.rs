@@ -23,6 +23,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use gemm_epilogue::reference::SplitMix64 as Rng;
 use gemm_epilogue::baseline::{CublasBaseline, CublasLtLinear, CublasLtPlan};
 use gemm_epilogue::cudarc::driver::sys::CUevent_flags;
 use gemm_epilogue::cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream};
@@ -102,28 +103,6 @@ fn parse(args: &[String]) -> Parsed {
     Parsed::Run(o)
 }
 
-/// SplitMix64.
-struct Rng(u64);
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in (0, 1), never 0.
-    fn open01(&mut self) -> f32 {
-        ((self.next_u64() >> 40) as f32 + 0.5) * (1.0 / (1u64 << 24) as f32)
-    }
-    /// Uniform in (−a, a), never 0.
-    fn sym(&mut self, a: f32) -> f32 {
-        (2.0 * self.open01() - 1.0) * a
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-}
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Variant {
@@ -331,9 +310,9 @@ fn run(o: Opts, ctx: Arc<CudaContext>) -> gemm_epilogue::Result<ExitCode> {
 
     let seed = o.seed.unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map_or(0x5eed, |d| d.as_nanos() as u64));
     println!("seed: {seed} (x ~ U(0,1), w, b ~ U(−1/√K, 1/√K))");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let a = 1.0 / (k as f32).sqrt();
-    let hx: Vec<f32> = (0..m * k).map(|_| rng.open01()).collect();
+    let hx: Vec<f32> = (0..m * k).map(|_| rng.unit()).collect();
     let hw: Vec<f32> = (0..n * k).map(|_| rng.sym(a)).collect();
     let hb: Option<Vec<f32>> = o.bias.then(|| (0..n).map(|_| rng.sym(a)).collect());
 
@@ -367,7 +346,7 @@ fn run(o: Opts, ctx: Arc<CudaContext>) -> gemm_epilogue::Result<ExitCode> {
             p.smem_bytes,
             match (p.repack_x, p.repack_w) {
                 (false, false) => String::new(),
-                (rx, rw) => format!("; repacked {}{} into a {} MiB workspace first", if rx { "x " } else { "" }, if rw { "w" } else { "" }, workspace_len * 4 >> 20),
+                (rx, rw) => format!("; repacked {}{} into a {} MiB workspace first", if rx { "x " } else { "" }, if rw { "w" } else { "" }, (workspace_len * 4) >> 20),
             }
         ),
         None => println!("ours ran: nothing (empty problem)"),

@@ -4,6 +4,49 @@
 //! rounding error of any fp32/TF32 evaluation is proportional to, so tests can bound the error
 //! per element: |out − value| ≤ c · u · magnitude (u = 2⁻¹¹ for TF32 round-to-nearest inputs).
 
+/// SplitMix64: a small deterministic generator for test and benchmark inputs. Seed it from the
+/// clock for fresh data and print the seed, so a failure can be replayed. Its floats are never 0.
+#[derive(Clone, Debug)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    /// A generator starting from `seed`.
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+    /// One of `items` (not empty).
+    pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len())]
+    }
+    /// Uniform in (0, 1), never 0: odd multiples of 2⁻²⁴, exact in f32.
+    pub fn unit(&mut self) -> f32 {
+        ((self.next_u64() >> 40) | 1) as f32 * (1.0 / 16_777_216.0)
+    }
+    /// Uniform in (−a, a), never 0 for a ≠ 0 (2·unit − 1 is an odd multiple of 2⁻²³).
+    pub fn sym(&mut self, a: f32) -> f32 {
+        (2.0 * self.unit() - 1.0) * a
+    }
+    /// Fisher–Yates shuffle.
+    pub fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            let j = self.below(i + 1);
+            v.swap(i, j);
+        }
+    }
+}
+
 /// A row-major host matrix view: `rows × cols` at stride `ld`.
 #[derive(Clone, Copy, Debug)]
 pub struct HostMatrix<'a> {
@@ -94,6 +137,19 @@ mod tests {
         let e = element(xv, HostMatrix::new(&w, 1, 1), None, -1.0, 1, 0);
         assert_eq!(e.value, 0.0); // v*s + v with s = -1
         assert_eq!(e.magnitude, 2.0 * 12.0);
+    }
+
+    #[test]
+    fn random_inputs_are_never_zero_and_stay_in_range() {
+        let mut rng = SplitMix64::new(7);
+        for _ in 0..10_000 {
+            let (u, v) = (rng.unit(), rng.sym(0.25));
+            assert!(u > 0.0 && u < 1.0, "{u}");
+            assert!(v != 0.0 && v.abs() < 0.25, "{v}");
+        }
+        let mut a = SplitMix64::new(42);
+        let mut b = SplitMix64::new(42);
+        assert_eq!(a.next_u64(), b.next_u64(), "same seed, same stream");
     }
 
     #[test]

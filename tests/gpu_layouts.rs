@@ -25,33 +25,11 @@ fn refusing(g: &Gpu, case: &Case) -> Vec<Kernel> {
 fn check_all(g: &Gpu, case: Case, rng: &mut Rng) -> Vec<Option<gemm_epilogue::Plan>> {
     let plans: Vec<_> = dispatches(g, &case).into_iter().map(|d| common::check(g, &case.dispatch(d), rng)).collect();
     for k in refusing(g, &case) {
-        expect_unavailable(g, &case.force(k), k, rng);
+        common::expect_refused(g, &case.force(k), k, rng);
     }
     plans
 }
 
-fn expect_unavailable(g: &Gpu, case: &Case, kernel: Kernel, rng: &mut Rng) {
-    let inputs = Inputs::generate(case, rng);
-    let d = DeviceInputs::upload(g, &inputs);
-    let mut out = g.stream.clone_htod(&common::poisoned(common::out_len(case))).unwrap();
-    let len = common::extent(case.m, case.n, case.ldo());
-    let r = {
-        let mut o = MatrixMut::with_ld(out.slice_mut(case.off_o..case.off_o + len), case.m, case.n, case.ldo());
-        g.gemm.with_dispatch(case.dispatch).run(
-            &g.stream,
-            &d.x_view(case),
-            &d.w_view(case),
-            d.b_view(case).as_ref(),
-            case.scale,
-            &mut o,
-        )
-    };
-    assert!(
-        matches!(r, Err(Error::KernelUnavailable { kernel: k, .. }) if k == kernel),
-        "forcing {kernel:?} on {case:?} should be refused, got {r:?}"
-    );
-    common::assert_all_poisoned(&g.stream.clone_dtoh(&out).unwrap(), &format!("refused {case:?}"));
-}
 
 // ---- strided and offset views -------------------------------------------------------------------
 
@@ -195,7 +173,7 @@ fn k_zero_gives_the_epilogue_of_the_bias() {
                 }
             }
             if g.is_hopper() {
-                expect_unavailable(&g, &base.force(Kernel::Sm90Pingpong), Kernel::Sm90Pingpong, &mut rng);
+                common::expect_refused(&g, &base.force(Kernel::Sm90Pingpong), Kernel::Sm90Pingpong, &mut rng);
             }
         }
     }

@@ -8,8 +8,8 @@
 
 mod common;
 
-use common::{Case, Gpu, Rng, XDist};
-use gemm_epilogue::{Dispatch, Error, Kernel, MatrixMut};
+use common::{Case, Gpu, XDist};
+use gemm_epilogue::{Dispatch, Kernel};
 
 const DIMS: [usize; 24] =
     [1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 255, 257, 1000, 1023, 1024, 1025, 4095, 4096, 4097];
@@ -78,7 +78,7 @@ fn run_shapes(g: &Gpu, dispatch: Dispatch, test: &str) {
                 .x_dist(if i % 2 == 0 { XDist::Unit } else { XDist::Sym });
             match dispatch {
                 Dispatch::Force(kernel) if !case.accepts(kernel, hopper) => {
-                    expect_refused(g, &case, kernel, &mut rng);
+                    common::expect_refused(g, &case, kernel, &mut rng);
                     refused += 1;
                 }
                 _ => {
@@ -92,28 +92,6 @@ fn run_shapes(g: &Gpu, dispatch: Dispatch, test: &str) {
     assert!(ran > 0);
 }
 
-fn expect_refused(g: &Gpu, case: &Case, kernel: Kernel, rng: &mut Rng) {
-    let inputs = common::Inputs::generate(case, rng);
-    let d = common::DeviceInputs::upload(g, &inputs);
-    let mut out = g.stream.clone_htod(&common::poisoned(common::out_len(case))).unwrap();
-    let len = common::extent(case.m, case.n, case.ldo());
-    let r = {
-        let mut o = MatrixMut::with_ld(out.slice_mut(case.off_o..case.off_o + len), case.m, case.n, case.ldo());
-        g.gemm.with_dispatch(case.dispatch).run(
-            &g.stream,
-            &d.x_view(case),
-            &d.w_view(case),
-            d.b_view(case).as_ref(),
-            case.scale,
-            &mut o,
-        )
-    };
-    assert!(
-        matches!(r, Err(Error::KernelUnavailable { kernel: k, .. }) if k == kernel),
-        "forcing {kernel:?} on {case:?} should be refused, got {r:?}"
-    );
-    common::assert_all_poisoned(&g.stream.clone_dtoh(&out).unwrap(), &format!("refused {case:?}"));
-}
 
 #[test]
 fn shapes_auto() {

@@ -143,43 +143,8 @@ pub fn rng(test: &str) -> Rng {
     Rng::new(s ^ h)
 }
 
-/// SplitMix64.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in 0..n (n > 0).
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-    pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len())]
-    }
-    /// Uniform in (0, 1), never 0: odd multiples of 2⁻²⁴, exact in f32.
-    pub fn unit(&mut self) -> f32 {
-        ((self.next_u64() >> 40) | 1) as f32 * (1.0 / 16_777_216.0)
-    }
-    /// Uniform in (−1, 1), never 0 (2·unit − 1 is an odd multiple of 2⁻²³, exact).
-    pub fn sym(&mut self) -> f32 {
-        2.0 * self.unit() - 1.0
-    }
-    pub fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            let j = self.below(i + 1);
-            v.swap(i, j);
-        }
-    }
-}
+/// The inputs' random generator (SplitMix64, in the crate so tests, benches and the example share it).
+pub use gemm_epilogue::reference::SplitMix64 as Rng;
 
 // ---------------------------------------------------------------------------------------------
 // Poison
@@ -459,10 +424,10 @@ impl Inputs {
         let a = 1.0 / (case.k.max(1) as f32).sqrt();
         let x = match case.x_dist {
             XDist::Unit => fill(case.m * case.k, rng, |r| r.unit()),
-            XDist::Sym => fill(case.m * case.k, rng, |r| r.sym()),
+            XDist::Sym => fill(case.m * case.k, rng, |r| r.sym(1.0)),
         };
-        let w = fill(case.n * case.k, rng, |r| a * r.sym());
-        let b: Option<Vec<f32>> = case.bias.then(|| (0..case.n).map(|_| a * rng.sym()).collect());
+        let w = fill(case.n * case.k, rng, |r| a * r.sym(1.0));
+        let b: Option<Vec<f32>> = case.bias.then(|| (0..case.n).map(|_| a * rng.sym(1.0)).collect());
         Self::from_dense(case, &x, &w, b.as_deref())
     }
 
@@ -713,6 +678,21 @@ impl Stats {
         }
         self
     }
+    /// Every element within its bound and, over enough elements, ‖diff‖/‖want‖ ≤ `norm_tol`.
+    fn assert_within(&self, what: &str, norm_tol: f64, ctx: &str) {
+        assert!(
+            self.violations == 0,
+            "{what}: {} of {} elements outside the bound; worst (|diff|/bound, row, col, got, want, bound) = {:?}; {ctx}",
+            self.violations,
+            self.count,
+            self.worst
+        );
+        if self.count >= MIN_NORM_COUNT {
+            let e = self.norm_err();
+            assert!(e <= norm_tol, "{what}: ‖diff‖/‖want‖ = {e:.3e} > {norm_tol:e} over {} elements; {ctx}", self.count);
+        }
+    }
+
     fn norm_err(&self) -> f64 {
         if self.ref2 == 0.0 {
             if self.diff2 == 0.0 {
@@ -770,21 +750,7 @@ pub fn verify(case: &Case, inputs: &Inputs, o: &Outcome, rng: &mut Rng) {
     })
     .into_iter()
     .fold(Stats::default(), Stats::merge);
-    assert!(
-        stats.violations == 0,
-        "fused vs f64 reference: {} of {} elements outside c·u·magnitude (c·u = {c:.3e}); worst (|diff|/bound, row, col, got, want, bound) = {:?}; {ctx}",
-        stats.violations,
-        stats.count,
-        stats.worst
-    );
-    if stats.count >= MIN_NORM_COUNT {
-        let e = stats.norm_err();
-        assert!(
-            e <= NORM_TOL,
-            "fused vs f64 reference: ‖out−ref‖/‖ref‖ = {e:.3e} > {NORM_TOL:e} over {} elements; {ctx}",
-            stats.count
-        );
-    }
+    stats.assert_within(&format!("fused vs f64 reference (bound c·u·magnitude, c·u = {c:.3e})"), NORM_TOL, &ctx);
 
     // Exact properties of the epilogue.
     if case.scale == -1.0 {
@@ -811,20 +777,7 @@ pub fn verify(case: &Case, inputs: &Inputs, o: &Outcome, rng: &mut Rng) {
         })
         .into_iter()
         .fold(Stats::default(), Stats::merge);
-        assert!(
-            stats.violations == 0,
-            "fused vs cuBLAS+elementwise: {} of {} elements outside the bound; worst (|diff|/bound, row, col, fused, cublas, bound) = {:?}; {ctx}",
-            stats.violations,
-            stats.count,
-            stats.worst
-        );
-        if stats.count >= MIN_NORM_COUNT {
-            let e = stats.norm_err();
-            assert!(
-                e <= NORM_TOL_CUBLAS,
-                "fused vs cuBLAS: ‖fused−cublas‖/‖cublas‖ = {e:.3e} > {NORM_TOL_CUBLAS:e}; {ctx}"
-            );
-        }
+        stats.assert_within("fused vs cuBLAS+elementwise", NORM_TOL_CUBLAS, &ctx);
         if case.scale == -1.0 {
             assert!(cublas.iter().all(|&v| v == 0.0), "cuBLAS+elementwise with s = −1 must give exact zeros; {ctx}");
         }
@@ -839,4 +792,22 @@ fn row_norm(a: HostMatrix<'_>, r: usize) -> f64 {
 pub fn epilogue_f32(v: f32, s: f32) -> f32 {
     let t = v * s;
     t + v
+}
+
+/// Forcing `kernel` on `case` must fail with `KernelUnavailable` for that kernel and leave the
+/// (poisoned) output untouched.
+pub fn expect_refused(g: &Gpu, case: &Case, kernel: Kernel, rng: &mut Rng) {
+    let inputs = Inputs::generate(case, rng);
+    let d = DeviceInputs::upload(g, &inputs);
+    let mut out = g.stream.clone_htod(&poisoned(out_len(case))).expect("upload poison");
+    let len = extent(case.m, case.n, case.ldo());
+    let r = {
+        let mut o = MatrixMut::with_ld(out.slice_mut(case.off_o..case.off_o + len), case.m, case.n, case.ldo());
+        g.gemm.with_dispatch(case.dispatch).run(&g.stream, &d.x_view(case), &d.w_view(case), d.b_view(case).as_ref(), case.scale, &mut o)
+    };
+    assert!(
+        matches!(r, Err(Error::KernelUnavailable { kernel: k, .. }) if k == kernel),
+        "forcing {kernel:?} on {case:?} should be refused, got {r:?}"
+    );
+    assert_all_poisoned(&g.stream.clone_dtoh(&out).expect("download out"), &format!("refused {case:?}"));
 }
