@@ -1,6 +1,8 @@
 // A mma.sync kernel configuration: the shapes, composed into one type (CUTLASS style).
 #pragma once
 
+#include "../common/epilogue.cuh"
+
 namespace ge::sm80 {
 
 // How a stage of X and W travels from global to shared memory.
@@ -12,7 +14,8 @@ enum class OperandAccess {
 template <int TileM_, int TileN_, int TileK_,  // CTA tile (BLK_M, BLK_N, BLK_K)
           int WarpM_, int WarpN_,              // warp tile
           int Stages_,                         // cp.async pipeline depth
-          OperandAccess Access_>
+          OperandAccess Access_,
+          class Epilogue_ = epilogue::BiasScaleResidual>  // applied to each accumulator
 struct Config {
     static constexpr int kTileM = TileM_;
     static constexpr int kTileN = TileN_;
@@ -21,6 +24,7 @@ struct Config {
     static constexpr int kWarpN = WarpN_;
     static constexpr int kStages = Stages_;
     static constexpr OperandAccess kAccess = Access_;
+    using Epilogue = Epilogue_;
 
     // Instruction: mma.sync.aligned.m16n8k8 tf32.
     static constexpr int kInstM = 16, kInstN = 8, kInstK = 8;

@@ -25,8 +25,7 @@ __device__ __forceinline__ void tile_coords(int block, int m, int n, int &tile_m
 }
 
 template <class Cfg>
-__device__ __forceinline__ void gemm_bias_scale_residual(const GeProblem &p, float *smem, int block,
-                                                         int tid) {
+__device__ __forceinline__ void fused_gemm(const GeProblem &p, float *smem, int block, int tid) {
     using XLoader = SmemTileLoader<Cfg::kTileM, Cfg::kThreads, Cfg::kAccess, TileOrder::RowPairsInterleaved>;
     using WLoader = SmemTileLoader<Cfg::kTileN, Cfg::kThreads, Cfg::kAccess, TileOrder::KMajor>;
     constexpr int kStages = Cfg::kStages;
@@ -70,7 +69,7 @@ __device__ __forceinline__ void gemm_bias_scale_residual(const GeProblem &p, flo
     }
     ptx::cp_async_wait<0>();  // nothing may still target smem when the CTA exits
 
-    store_tile<Cfg>(mma, epilogue::BiasScaleResidual::from(p), p, m0, n0, warp_m, warp_n, lane);
+    store_tile<Cfg>(mma, Cfg::Epilogue::from(p), p, m0, n0, warp_m, warp_n, lane);
 }
 
 }  // namespace ge::sm80

@@ -24,7 +24,8 @@ namespace ge::sm90 {
 
 enum class Schedule { PingPong, Cooperative };
 
-template <int TILE_M_, int TILE_N_, int TILE_K_, int STAGES_, Schedule SCHEDULE_, int CLUSTER_M_ = 1, int GROUP_M_ = 8>
+template <int TILE_M_, int TILE_N_, int TILE_K_, int STAGES_, Schedule SCHEDULE_, int CLUSTER_M_ = 1, int GROUP_M_ = 8,
+          class EPILOGUE_ = ge::epilogue::BiasScaleResidual>
 struct KernelConfig {
     static constexpr int TILE_M = TILE_M_;  // rows of X / out per CTA tile (one TMA box)
     static constexpr int TILE_N = TILE_N_;  // rows of W / columns of out per CTA tile
@@ -59,7 +60,7 @@ struct KernelConfig {
 
     using Storage = SharedStorage<TILE_M, TILE_N, TILE_K, STAGES>;
     using Scheduler = GroupedTileScheduler<TILE_M * CLUSTER_M, TILE_N, GROUP_M>;  // one cluster tile
-    using Epilogue = ge::epilogue::BiasScaleResidual;
+    using Epilogue = EPILOGUE_;  // thread-scope functor applied to each accumulator before the store
 
     static constexpr uint32_t SMEM_BYTES = kSmemBytes<TILE_M, TILE_N, TILE_K, STAGES>;
     // Named barrier ids (0 is __syncthreads): ORDER_BARRIER + c is "consumer c may start its mainloop".
