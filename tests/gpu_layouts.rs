@@ -433,6 +433,31 @@ fn linear_forward_matches_run() {
 }
 
 /// `Linear::new` checks the weight and bias lengths; `forward` checks x's length.
+/// K % 4 != 0 on a large layer: `forward` allocates the workspace itself and must produce what
+/// `run_with_workspace` produces (the repacked, fast path), bit for bit.
+#[test]
+fn linear_forward_repacks_when_k_is_not_a_multiple_of_4() {
+    let Some(g) = common::gpu() else { return };
+    let mut rng = common::rng("linear_forward_repacks_when_k_is_not_a_multiple_of_4");
+    let case = Case::new(512, 640, 1023).workspace(true);
+    let inputs = Inputs::generate(&case, &mut rng);
+    let outcome = common::execute(&g, &case, &inputs, true);
+    common::verify(&case, &inputs, &outcome, &mut rng);
+    let plan = outcome.plan.expect("ran");
+    assert!(plan.repack_x && plan.repack_w, "{plan:?}");
+
+    let (m, n, k) = (case.m, case.n, case.k);
+    let w = g.stream.clone_htod(&inputs.w[..n * k]).unwrap();
+    let b = inputs.b_host(&case).map(|b| g.stream.clone_htod(b).unwrap());
+    let layer = Linear::new(g.gemm.clone(), w, b, k, n, case.scale).expect("Linear::new");
+    let x = g.stream.clone_htod(&inputs.x[..m * k]).unwrap();
+    let y = g.stream.clone_dtoh(&layer.forward(&x, m).expect("forward")).unwrap();
+    assert!(
+        y.iter().zip(&outcome.fused).all(|(a, b)| a.to_bits() == b.to_bits()),
+        "Linear::forward differs from run_with_workspace ({plan:?})"
+    );
+}
+
 #[test]
 fn linear_rejects_wrong_lengths() {
     let Some(g) = common::gpu() else { return };
