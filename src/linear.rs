@@ -1,6 +1,6 @@
 //! A layer-like type: `nn.Linear(in_features, out_features)` followed by `y*s + y`, fused.
 
-use cudarc::driver::{CudaSlice, CudaStream};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceSlice};
 
 use crate::error::{Error, Operand, Result};
 use crate::gemm::{FusedGemm, Plan};
@@ -29,9 +29,11 @@ impl Linear {
         out_features: usize,
         scale: f32,
     ) -> Result<Self> {
-        let expected = out_features
-            .checked_mul(in_features)
-            .ok_or(Error::DimensionTooLarge { what: "out_features · in_features", value: usize::MAX, max: usize::MAX })?;
+        let expected = out_features.checked_mul(in_features).ok_or(Error::DimensionTooLarge {
+            what: "in_features (out_features · in_features overflows)",
+            value: in_features,
+            max: usize::MAX / out_features.max(1),
+        })?;
         if weight.len() != expected {
             return Err(Error::ShapeMismatch { what: "weight.len() vs out_features · in_features", expected, found: weight.len() });
         }
@@ -78,17 +80,18 @@ impl Linear {
     pub fn forward(&self, x: &CudaSlice<f32>, rows: usize) -> Result<CudaSlice<f32>> {
         let stream = x.stream().clone();
         let x = MatrixRef::from_slice(x, rows, self.in_features);
-        let len = rows
-            .checked_mul(self.out_features)
-            .ok_or(Error::DimensionTooLarge { what: "rows · out_features", value: usize::MAX, max: usize::MAX })?;
+        let len = rows.checked_mul(self.out_features).ok_or(Error::DimensionTooLarge {
+            what: "rows (rows · out_features overflows)",
+            value: rows,
+            max: usize::MAX / self.out_features.max(1),
+        })?;
         // Validate before allocating, so a bad call allocates nothing.
         self.check_input(&x)?;
         // SAFETY: every one of the rows × out_features elements is written by the kernel before
         // anything can read it (stream order); on a launch error the buffer is dropped unread.
         let mut out = unsafe { stream.alloc::<f32>(len.max(1)) }?;
         let mut out_view = MatrixMut::new(out.slice_mut(0..len), rows, self.out_features);
-        let w = MatrixRef::from_slice(&self.weight, self.out_features, self.in_features);
-        let bias = self.bias.as_ref().map(|b| b.as_view());
+        let (w, bias) = self.operands();
         let workspace_len = self.gemm.workspace_len(&stream, &x, &w)?;
         if workspace_len > 0 {
             // SAFETY: scratch written by the repack kernels before the GEMM reads it.
@@ -103,15 +106,24 @@ impl Linear {
     /// Like [`Linear::forward`] into a caller-provided (possibly strided) output, on `stream`,
     /// without allocating. Returns the plan that ran (`None` when there was nothing to do).
     pub fn forward_into(&self, stream: &CudaStream, x: &MatrixRef<'_>, out: &mut MatrixMut<'_>) -> Result<Option<Plan>> {
-        let w = MatrixRef::from_slice(&self.weight, self.out_features, self.in_features);
-        let bias = self.bias.as_ref().map(|b| b.as_view());
+        let (w, bias) = self.operands();
         self.gemm.run(stream, x, &w, bias.as_ref(), self.scale, out)
     }
 
+    /// W as an out_features × in_features matrix, and the bias.
+    fn operands(&self) -> (MatrixRef<'_>, Option<CudaView<'_, f32>>) {
+        let w = MatrixRef::from_slice(&self.weight, self.out_features, self.in_features);
+        (w, self.bias.as_ref().map(|b| b.as_view()))
+    }
+
+    /// What `forward` can check before it allocates: x's length and context.
     fn check_input(&self, x: &MatrixRef<'_>) -> Result<()> {
         let expected = x.rows().saturating_mul(self.in_features);
         if x.data.len() != expected {
             return Err(Error::ShapeMismatch { what: "x.len() vs rows · in_features", expected, found: x.data.len() });
+        }
+        if x.data.stream().context().cu_ctx() != self.gemm.context().cu_ctx() {
+            return Err(Error::WrongContext { operand: Some(Operand::X) });
         }
         Ok(())
     }
