@@ -186,3 +186,31 @@ impl From<cudarc::cublaslt::result::CublasError> for Error {
 
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_variant_says_what_and_where() {
+        let cases: Vec<(Error, &[&str])> = vec![
+            (Error::NoDriver, &["libcuda", "driver"]),
+            (Error::NoDevice { ordinal: 3, count: 1 }, &["3", "1"]),
+            (Error::UnsupportedDevice { major: 7, minor: 5 }, &["sm_75", "sm_80"]),
+            (Error::ShapeMismatch { what: "w.cols (K) vs x.cols (K)", expected: 7, found: 8 }, &["w.cols", "7", "8"]),
+            (Error::DimensionTooLarge { what: "K", value: 1 << 31, max: i32::MAX as usize }, &["K", "2147483648", "2147483647"]),
+            (Error::LeadingDimension { operand: Operand::W, ld: 6, cols: 7 }, &["w:", "6", "7"]),
+            (Error::BufferTooSmall { operand: Operand::Out, needed: 19, len: 18 }, &["out:", "19", "18"]),
+            (Error::WrongContext { operand: Some(Operand::Bias) }, &["bias", "context"]),
+            (Error::WrongContext { operand: None }, &["stream", "context"]),
+            (Error::MisalignedWorkspace { address: 0x1004 }, &["workspace", "0x1004", "16-byte"]),
+            (Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong, reason: "needs sm_90" }, &["ge_sm90_tf32_128x128x32_s6_pingpong", "needs sm_90"]),
+        ];
+        for (error, words) in cases {
+            let text = error.to_string();
+            for w in words {
+                assert!(text.contains(w), "{error:?} displays as {text:?}, which lacks {w:?}");
+            }
+        }
+    }
+}
