@@ -254,7 +254,11 @@ impl FusedGemm {
             k: shape.k as i32,
             scale,
         };
-        let function = self.kernels.function(plan.kernel).expect("select() only returns loaded kernels");
+        // select() only picks kernels the device supports, and load() loaded all of those.
+        let function = self
+            .kernels
+            .function(plan.kernel)
+            .ok_or(Error::KernelUnavailable { kernel: plan.kernel, reason: "not loaded for this device" })?;
         let cfg = LaunchConfig { grid_dim: (plan.grid, 1, 1), block_dim: (plan.block, 1, 1), shared_mem_bytes: plan.smem_bytes };
         let mut launch = stream.launch_builder(function);
         match plan.kernel.family() {

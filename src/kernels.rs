@@ -78,7 +78,7 @@ const fn sm80(name: &'static str, m: u32, n: u32, k: u32, stages: u32, threads: 
 }
 
 impl Kernel {
-    /// All kernels, in the order dispatch prefers them.
+    /// Every kernel in the fatbin (dispatch has its own preference order, in `select()`).
     pub const ALL: [Kernel; 7] = [
         Kernel::Sm90Pingpong,
         Kernel::Sm80Wide,
