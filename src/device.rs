@@ -36,6 +36,11 @@ pub struct DeviceInfo {
     pub sm_count: u32,
     /// Largest dynamic shared memory a block may opt into, in bytes.
     pub max_smem_per_block: u32,
+    /// How many 2-CTA clusters of [`Kernel::Sm90PingpongCluster2`](crate::Kernel::Sm90PingpongCluster2)
+    /// (its block size and shared memory) can be resident at once: `cuOccupancyMaxActiveClusters`,
+    /// asked when the kernels are loaded. 0 where that kernel cannot run (not sm_90, or the query
+    /// failed or said 0); the persistent cluster kernel launches at most this many clusters.
+    pub max_active_clusters: u32,
 }
 
 impl DeviceInfo {
@@ -45,7 +50,8 @@ impl DeviceInfo {
         let sm_count = ctx.attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let max_smem_per_block =
             ctx.attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
-        Ok(Self { compute_capability, sm_count, max_smem_per_block })
+        // Filled by `LoadedKernels::load`, which needs the loaded cluster kernel to ask.
+        Ok(Self { compute_capability, sm_count, max_smem_per_block, max_active_clusters: 0 })
     }
 
     /// True on sm_90 (H100, H200, GH200): the only chips the sm_90a wgmma kernels run on.

@@ -8,6 +8,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaStream, CudaView, CudaViewMu
 use crate::device::DeviceInfo;
 use crate::error::{Error, Operand, Result};
 use crate::kernels::{Family, Kernel, LoadedKernels};
+use crate::launch;
 use crate::matrix::{MatrixMut, MatrixRef};
 use crate::sys::{GeProblem, GeRepackParams, GeSm90Params};
 use crate::tma;
@@ -27,8 +28,11 @@ pub enum Dispatch {
 pub struct Plan {
     /// The kernel.
     pub kernel: Kernel,
-    /// CTAs launched (1-D grid).
+    /// CTAs launched (1-D grid; a multiple of `cluster`).
     pub grid: u32,
+    /// CTAs per thread-block cluster, along M: 1 for a plain launch, 2 for
+    /// [`Kernel::Sm90PingpongCluster2`] (launched with a cluster-dimension attribute).
+    pub cluster: u32,
     /// Threads per CTA.
     pub block: u32,
     /// Dynamic shared memory per CTA, bytes.
@@ -260,9 +264,10 @@ impl FusedGemm {
             .function(plan.kernel)
             .ok_or(Error::KernelUnavailable { kernel: plan.kernel, reason: "not loaded for this device" })?;
         let cfg = LaunchConfig { grid_dim: (plan.grid, 1, 1), block_dim: (plan.block, 1, 1), shared_mem_bytes: plan.smem_bytes };
-        let mut launch = stream.launch_builder(function);
-        match plan.kernel.family() {
+        let spec = plan.kernel.spec();
+        match spec.family {
             Family::MmaSync => {
+                let mut launch = stream.launch_builder(function);
                 launch.arg(&problem);
                 // SAFETY: `problem` matches the kernel's `const GeProblem` parameter (bindgen); its
                 // pointers are live device buffers of this context whose extents were validated for
@@ -271,15 +276,25 @@ impl FusedGemm {
                 unsafe { launch.launch(cfg) }?;
             }
             Family::TmaWgmma => {
-                let (tm, tn, tk) = plan.kernel.tile();
+                // X boxes are one CTA tile; W boxes the slice of the W tile one CTA of the cluster
+                // loads (and multicasts): the whole tile without a cluster.
                 let params = GeSm90Params {
-                    x_map: tma::encode_k_major(xk.0, shape.m, shape.k, xk.1, tm, tk)?,
-                    w_map: tma::encode_k_major(wk.0, shape.n, shape.k, wk.1, tn, tk)?,
+                    x_map: tma::encode_k_major(xk.0, shape.m, shape.k, xk.1, spec.tile_m, spec.tile_k)?,
+                    w_map: tma::encode_k_major(wk.0, shape.n, shape.k, wk.1, spec.w_box_rows, spec.tile_k)?,
                     problem,
                 };
-                launch.arg(&params);
-                // SAFETY: as above, with the tensor maps describing the same validated extents.
-                unsafe { launch.launch(cfg) }?;
+                if spec.cluster_m == 1 {
+                    let mut launch = stream.launch_builder(function);
+                    launch.arg(&params);
+                    // SAFETY: as above, with the tensor maps describing the same validated extents.
+                    unsafe { launch.launch(cfg) }?;
+                } else {
+                    // SAFETY: as above; `params` is the kernel's `const GeSm90Params`; select() made
+                    // the grid a whole number of clusters (at most `max_active_clusters` of them);
+                    // load() raised the function's shared memory limit to `plan.smem_bytes`; the
+                    // guards above stay alive across the launch.
+                    unsafe { launch::launch_clustered(stream, function, cfg, (plan.cluster, 1, 1), &params) }?;
+                }
             }
         }
         Ok(Some(plan))
@@ -441,10 +456,14 @@ pub(crate) fn select(device: &DeviceInfo, dispatch: Dispatch, s: Shape, x: (u64,
     };
     let spec = kernel.spec();
     let repack = spec.needs_vec4 && !direct;
-    let tile_count = tiles(s, kernel);
     let grid = match spec.family {
-        Family::MmaSync => tile_count,
-        Family::TmaWgmma => tile_count.min(device.sm_count as u64),
+        Family::MmaSync => tiles(s, kernel),
+        // Persistent: one CTA (cluster) per (cluster) tile, at most as many as are resident at
+        // once: one CTA per SM, or what cuOccupancyMaxActiveClusters said at load time.
+        Family::TmaWgmma => {
+            let resident = if spec.cluster_m == 1 { device.sm_count } else { device.max_active_clusters };
+            spec.cluster_m as u64 * cluster_tiles(s, kernel).min(resident as u64)
+        }
     };
     if grid > i32::MAX as u64 {
         return Err(Error::DimensionTooLarge { what: "output tiles (M/TILE_M · N/TILE_N)", value: grid as usize, max: MAX_DIM });
@@ -452,6 +471,7 @@ pub(crate) fn select(device: &DeviceInfo, dispatch: Dispatch, s: Shape, x: (u64,
     Ok(Plan {
         kernel,
         grid: grid as u32,
+        cluster: spec.cluster_m,
         block: spec.threads,
         smem_bytes: spec.smem_bytes,
         repack_x: repack && !x_ok,
@@ -462,6 +482,12 @@ pub(crate) fn select(device: &DeviceInfo, dispatch: Dispatch, s: Shape, x: (u64,
 fn tiles(s: Shape, kernel: Kernel) -> u64 {
     let (tm, tn, _) = kernel.tile();
     (s.m as u64).div_ceil(tm as u64) * (s.n as u64).div_ceil(tn as u64)
+}
+
+/// Tiles of `cluster_m · TILE_M × TILE_N`, one per cluster (`tiles` when there is no cluster).
+fn cluster_tiles(s: Shape, kernel: Kernel) -> u64 {
+    let (tm, tn, _) = kernel.tile();
+    (s.m as u64).div_ceil(tm as u64 * kernel.cluster_m() as u64) * (s.n as u64).div_ceil(tn as u64)
 }
 
 /// `rows` rows of `cols` elements at stride `ld` must fit in `len` elements.
@@ -485,9 +511,14 @@ fn check_extent(operand: Operand, Extent { rows, cols, ld, len }: Extent) -> Res
 mod tests {
     use super::*;
 
-    const H200: DeviceInfo = DeviceInfo { compute_capability: (9, 0), sm_count: 132, max_smem_per_block: 232_448 };
-    const A100: DeviceInfo = DeviceInfo { compute_capability: (8, 0), sm_count: 108, max_smem_per_block: 166_912 };
-    const RTX4090: DeviceInfo = DeviceInfo { compute_capability: (8, 9), sm_count: 128, max_smem_per_block: 101_376 };
+    // max_active_clusters: what load() fills in; 66 = one 2-CTA cluster per SM pair (an assumption:
+    // clusters must fit in one GPC, so the real H200 figure may be lower); 0 off sm_90.
+    const H200: DeviceInfo =
+        DeviceInfo { compute_capability: (9, 0), sm_count: 132, max_smem_per_block: 232_448, max_active_clusters: 66 };
+    const A100: DeviceInfo =
+        DeviceInfo { compute_capability: (8, 0), sm_count: 108, max_smem_per_block: 166_912, max_active_clusters: 0 };
+    const RTX4090: DeviceInfo =
+        DeviceInfo { compute_capability: (8, 9), sm_count: 128, max_smem_per_block: 101_376, max_active_clusters: 0 };
 
     fn dense(rows: usize, cols: usize) -> Extent {
         Extent { rows, cols, ld: cols, len: rows * cols }
@@ -620,5 +651,87 @@ mod tests {
         let p = select(&H200, Dispatch::Force(Kernel::Sm80SmallScalar), s, (ALIGNED + 4, 64), (ALIGNED, 64), 0).unwrap();
         assert_eq!((p.kernel, p.grid, p.block), (Kernel::Sm80SmallScalar, 1, 128));
         assert!(!p.repack_x && !p.repack_w);
+    }
+
+    const C2: Dispatch = Dispatch::Force(Kernel::Sm90PingpongCluster2);
+
+    #[test]
+    fn the_cluster_kernel_launches_whole_resident_clusters() {
+        // (M, N) -> cluster tiles of 256 × 128, capped at 66 resident clusters, 2 CTAs each.
+        for (m, n, expected) in [
+            (16384, 4096, 64 * 32),
+            (4096, 4096, 16 * 32),
+            (1, 1, 1),
+            (128, 128, 1),      // m <= 128: the second CTA's rows are all past M
+            (129, 128, 1),      // one row in the second CTA
+            (200, 300, 3),
+            (256, 128, 1),
+            (257, 129, 2 * 2),  // a third 128-row tile opens a second cluster row
+            (300, 4096, 2 * 32),
+            (1000, 256, 4 * 2), // 1000 % 256 = 232: the second CTA of the last row has 104 rows
+        ] {
+            let s = shape(m, n, 64);
+            let p = select(&H200, C2, s, (ALIGNED, 64), (ALIGNED, 64), 0).unwrap();
+            assert_eq!(p.kernel, Kernel::Sm90PingpongCluster2);
+            assert_eq!(cluster_tiles(s, p.kernel), expected, "{m}×{n}");
+            assert_eq!(p.grid, 2 * expected.min(66) as u32, "{m}×{n}: 2 · min(cluster tiles, clusters)");
+            assert!(p.grid % 2 == 0 && p.grid <= 2 * H200.max_active_clusters, "{p:?}");
+            assert_eq!((p.cluster, p.block, p.smem_bytes), (2, 384, Kernel::Sm90Pingpong.spec().smem_bytes));
+            assert!(!p.repack_x && !p.repack_w);
+        }
+        // The cap is what the occupancy query said, not SMs / 2 (clusters live inside one GPC).
+        let fragmented = DeviceInfo { max_active_clusters: 60, ..H200 };
+        let p = select(&fragmented, C2, shape(16384, 4096, 4096), (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
+        assert_eq!((p.grid, p.cluster), (120, 2));
+        // The plain ping-pong kernel: no cluster, one CTA per SM.
+        let p = select(&H200, Dispatch::Force(Kernel::Sm90Pingpong), shape(16384, 4096, 4096), (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
+        assert_eq!((p.grid, p.cluster), (132, 1));
+        // Every other kernel runs without clusters.
+        for k in Kernel::ALL.into_iter().filter(|&k| k != Kernel::Sm90PingpongCluster2) {
+            let p = select(&H200, Dispatch::Force(k), shape(300, 200, 64), (ALIGNED, 64), (ALIGNED, 64), 0).unwrap();
+            assert_eq!(p.cluster, 1, "{p:?}");
+        }
+    }
+
+    #[test]
+    fn auto_never_picks_the_cluster_kernel_yet() {
+        let aligned = (ALIGNED, 4096);
+        for (m, n, k) in [(16384, 4096, 4096), (4096, 4096, 4096), (128, 4096, 4096), (257, 129, 4096)] {
+            let p = select(&H200, Dispatch::Auto, shape(m, n, k), aligned, aligned, 0).unwrap();
+            assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong, 1), "{m}×{n}×{k}");
+        }
+    }
+
+    #[test]
+    fn the_cluster_kernel_is_refused_where_it_cannot_run() {
+        let s = shape(512, 512, 64);
+        let a = (ALIGNED, 64);
+        for device in [A100, RTX4090] {
+            let e = select(&device, C2, s, a, a, 0).unwrap_err();
+            assert!(matches!(e, Error::KernelUnavailable { kernel: Kernel::Sm90PingpongCluster2, .. }), "{e}");
+            assert!(e.to_string().contains("sm_90"), "{e}");
+        }
+        // sm_90, but load() found no room for a cluster (or the occupancy query failed).
+        let no_clusters = DeviceInfo { max_active_clusters: 0, ..H200 };
+        let e = select(&no_clusters, C2, s, a, a, 0).unwrap_err();
+        assert!(e.to_string().contains("cluster"), "{e}");
+        assert!(select(&no_clusters, Dispatch::Force(Kernel::Sm90Pingpong), s, a, a, 0).is_ok());
+        // TMA's rules: K = 0, K % 4 != 0, a misaligned base, ld % 4 != 0 (without a workspace).
+        let e = select(&H200, C2, shape(64, 64, 0), (ALIGNED, 0), (ALIGNED, 0), 0).unwrap_err();
+        assert!(e.to_string().contains("K > 0"), "{e}");
+        for (x, w, k) in [
+            ((ALIGNED, 63), (ALIGNED, 63), 63),
+            ((ALIGNED + 4, 64), (ALIGNED, 64), 64),
+            ((ALIGNED, 64), (ALIGNED + 8, 64), 64),
+            ((ALIGNED, 66), (ALIGNED, 64), 64),
+        ] {
+            let e = select(&H200, C2, shape(300, 200, k), x, w, 0).unwrap_err();
+            assert!(matches!(e, Error::KernelUnavailable { kernel: Kernel::Sm90PingpongCluster2, .. }), "{e}");
+            assert!(e.to_string().contains("TMA"), "{e}");
+            // With a workspace the unaligned operands are repacked, as for the plain kernel.
+            let p = select(&H200, C2, shape(300, 200, k), x, w, usize::MAX).unwrap();
+            assert_eq!((p.kernel, p.grid, p.cluster), (Kernel::Sm90PingpongCluster2, 2 * 2 * 2, 2));
+            assert!(p.repack_x || p.repack_w, "{p:?}");
+        }
     }
 }

@@ -9,12 +9,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, LaunchConfig};
 use cudarc::nvrtc::Ptx;
 
 use crate::device::DeviceInfo;
 use crate::error::Result;
-use crate::sys;
+use crate::{launch, sys};
 
 /// The fatbin nvcc built from `csrc/kernels.cu`: SASS for sm_80 and sm_90a, PTX for newer chips.
 pub static FATBIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/gemm_epilogue.fatbin"));
@@ -46,6 +46,11 @@ pub enum Kernel {
     Sm80SmallScalar,
     /// TMA + wgmma ping-pong, 128×128×32 tile per consumer warpgroup, persistent (sm_90).
     Sm90Pingpong,
+    /// [`Kernel::Sm90Pingpong`] with its CTAs paired into clusters of 2 along M: the two CTAs
+    /// compute vertically adjacent 128×128 tiles and each TMA-multicasts half of their shared W
+    /// tile to both (sm_90; launched with `cuLaunchKernelEx`, at most
+    /// [`DeviceInfo::max_active_clusters`] clusters). Only [`crate::Dispatch::Force`] selects it.
+    Sm90PingpongCluster2,
 }
 
 /// How a kernel is launched.
@@ -61,6 +66,11 @@ pub(crate) struct Spec {
     pub smem_bytes: u32,
     /// Needs k % 4 == 0, 16-byte-aligned x/w and leading dimensions that are multiples of 4.
     pub needs_vec4: bool,
+    /// CTAs per thread-block cluster, along M (1: a plain launch, no cluster).
+    pub cluster_m: u32,
+    /// Rows of W per TMA box (TMA kernels): `tile_n`, or `tile_n / cluster_m` when each CTA of a
+    /// cluster loads one slice of the W tile and multicasts it. Unused by mma.sync kernels.
+    pub w_box_rows: u32,
 }
 
 const fn sm80(name: &'static str, m: u32, n: u32, k: u32, stages: u32, threads: u32, vec4: bool) -> Spec {
@@ -74,13 +84,34 @@ const fn sm80(name: &'static str, m: u32, n: u32, k: u32, stages: u32, threads: 
         threads,
         smem_bytes: stages * (m + n) * k * 4,
         needs_vec4: vec4,
+        cluster_m: 1,
+        w_box_rows: n,
+    }
+}
+
+/// The sm_90 ping-pong configuration, launched in clusters of `cluster_m` CTAs along M.
+const fn sm90_pingpong(name: &'static str, cluster_m: u32, w_box_rows: u32) -> Spec {
+    use sys::*;
+    Spec {
+        name,
+        family: Family::TmaWgmma,
+        tile_m: GE_SM90_PINGPONG_TILE_M,
+        tile_n: GE_SM90_PINGPONG_TILE_N,
+        tile_k: GE_SM90_PINGPONG_TILE_K,
+        stages: GE_SM90_PINGPONG_STAGES,
+        threads: GE_SM90_PINGPONG_THREADS,
+        smem_bytes: GE_SM90_PINGPONG_SMEM_BYTES,
+        needs_vec4: true,
+        cluster_m,
+        w_box_rows,
     }
 }
 
 impl Kernel {
     /// Every kernel in the fatbin (dispatch has its own preference order, in `select()`).
-    pub const ALL: [Kernel; 7] = [
+    pub const ALL: [Kernel; 8] = [
         Kernel::Sm90Pingpong,
+        Kernel::Sm90PingpongCluster2,
         Kernel::Sm80Wide,
         Kernel::Sm80WideScalar,
         Kernel::Sm80Large,
@@ -98,17 +129,12 @@ impl Kernel {
             Kernel::Sm80WideScalar => sm80("ge_sm80_tf32_128x256x32_s3_scalar", GE_SM80_WIDE_TILE_M, GE_SM80_WIDE_TILE_N, GE_SM80_WIDE_TILE_K, GE_SM80_WIDE_STAGES, GE_SM80_WIDE_THREADS, false),
             Kernel::Sm80Small => sm80("ge_sm80_tf32_64x64x32_s4_vec4", GE_SM80_SMALL_TILE_M, GE_SM80_SMALL_TILE_N, GE_SM80_SMALL_TILE_K, GE_SM80_SMALL_STAGES, GE_SM80_SMALL_THREADS, true),
             Kernel::Sm80SmallScalar => sm80("ge_sm80_tf32_64x64x32_s4_scalar", GE_SM80_SMALL_TILE_M, GE_SM80_SMALL_TILE_N, GE_SM80_SMALL_TILE_K, GE_SM80_SMALL_STAGES, GE_SM80_SMALL_THREADS, false),
-            Kernel::Sm90Pingpong => Spec {
-                name: "ge_sm90_tf32_128x128x32_s6_pingpong",
-                family: Family::TmaWgmma,
-                tile_m: GE_SM90_PINGPONG_TILE_M,
-                tile_n: GE_SM90_PINGPONG_TILE_N,
-                tile_k: GE_SM90_PINGPONG_TILE_K,
-                stages: GE_SM90_PINGPONG_STAGES,
-                threads: GE_SM90_PINGPONG_THREADS,
-                smem_bytes: GE_SM90_PINGPONG_SMEM_BYTES,
-                needs_vec4: true,
-            },
+            Kernel::Sm90Pingpong => sm90_pingpong("ge_sm90_tf32_128x128x32_s6_pingpong", 1, GE_SM90_PINGPONG_TILE_N),
+            Kernel::Sm90PingpongCluster2 => sm90_pingpong(
+                "ge_sm90_tf32_128x128x32_s6_pingpong_c2",
+                GE_SM90_PINGPONG_CLUSTER_M,
+                GE_SM90_PINGPONG_C2_W_BOX_ROWS,
+            ),
         }
     }
 
@@ -128,8 +154,27 @@ impl Kernel {
         (s.tile_m, s.tile_n, s.tile_k)
     }
 
+    /// CTAs per thread-block cluster along M: 1 for a plain launch, 2 for
+    /// [`Kernel::Sm90PingpongCluster2`] (whose CTA pairs cover `2·TILE_M × TILE_N` together).
+    pub const fn cluster_m(self) -> u32 {
+        self.spec().cluster_m
+    }
+
     /// Why this kernel cannot run on `device` at all, if it cannot.
     pub(crate) fn unsupported_on(self, device: &DeviceInfo) -> Option<&'static str> {
+        if let Some(why) = self.unsupported_by_hardware(device) {
+            return Some(why);
+        }
+        if self.spec().cluster_m > 1 && device.max_active_clusters == 0 {
+            return Some(
+                "no 2-CTA cluster of this kernel fits on the device (cuOccupancyMaxActiveClusters failed or returned 0)",
+            );
+        }
+        None
+    }
+
+    /// The part of [`Kernel::unsupported_on`] known before the module is loaded.
+    fn unsupported_by_hardware(self, device: &DeviceInfo) -> Option<&'static str> {
         let spec = self.spec();
         if spec.family == Family::TmaWgmma && !device.is_hopper() {
             return Some("the TMA + wgmma kernels are built for sm_90a and need an sm_90 device");
@@ -156,7 +201,8 @@ pub(crate) fn rowwise_grid(rows: usize, units: usize, sm_count: u32) -> (u32, u3
 }
 
 /// The fatbin loaded into one context, with every kernel the device can run looked up and its
-/// shared-memory limit raised once.
+/// shared-memory limit raised once. `device.max_active_clusters` is filled here (it needs the
+/// loaded cluster kernel); a cluster kernel for which it is 0 is left out.
 pub(crate) struct LoadedKernels {
     pub ctx: Arc<CudaContext>,
     pub device: DeviceInfo,
@@ -167,16 +213,32 @@ pub(crate) struct LoadedKernels {
 }
 
 impl LoadedKernels {
-    pub fn load(ctx: &Arc<CudaContext>, device: DeviceInfo) -> Result<Self> {
+    pub fn load(ctx: &Arc<CudaContext>, mut device: DeviceInfo) -> Result<Self> {
         let module = ctx.load_module(Ptx::from_binary(FATBIN.to_vec()))?;
         let mut functions = HashMap::new();
+        device.max_active_clusters = 0;
         for kernel in Kernel::ALL {
-            if kernel.unsupported_on(&device).is_some() {
+            if kernel.unsupported_by_hardware(&device).is_some() {
                 continue;
             }
             let spec = kernel.spec();
             let function = module.load_function(spec.name)?;
+            // Before the occupancy query: it counts with this much shared memory per CTA.
             function.set_attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, spec.smem_bytes as i32)?;
+            if spec.cluster_m > 1 {
+                // The only cluster kernel so far. A failed query leaves it out (unsupported_on then
+                // says why) rather than failing the load of every other kernel.
+                let probe = LaunchConfig {
+                    grid_dim: (spec.cluster_m * (device.sm_count / spec.cluster_m).max(1), 1, 1),
+                    block_dim: (spec.threads, 1, 1),
+                    shared_mem_bytes: spec.smem_bytes,
+                };
+                device.max_active_clusters =
+                    launch::max_active_clusters(ctx, &function, probe, (spec.cluster_m, 1, 1)).unwrap_or(0);
+                if kernel.unsupported_on(&device).is_some() {
+                    continue;
+                }
+            }
             functions.insert(kernel, function);
         }
         let elementwise = module.load_function("ge_elementwise_bias_scale_residual")?;
@@ -228,6 +290,30 @@ mod tests {
         assert_eq!(Kernel::Sm90Pingpong.family(), Family::TmaWgmma);
         for k in Kernel::ALL {
             assert!(k.spec().threads % 32 == 0 && k.spec().smem_bytes <= 227 * 1024, "{k}");
+            // A W box is whole 8-row swizzle atoms, and the cluster's slices tile the W tile.
+            let s = k.spec();
+            assert!(s.cluster_m >= 1 && s.w_box_rows * s.cluster_m == s.tile_n && s.w_box_rows % 8 == 0, "{k}");
         }
+        // The cluster variant is the ping-pong kernel with CTA pairs: same tile, block, smem.
+        let (one, two) = (Kernel::Sm90Pingpong.spec(), Kernel::Sm90PingpongCluster2.spec());
+        assert_eq!((one.cluster_m, two.cluster_m), (1, 2));
+        assert_eq!((two.w_box_rows, two.tile_n), (64, 128));
+        assert_eq!((one.tile_m, one.tile_n, one.tile_k, one.stages), (two.tile_m, two.tile_n, two.tile_k, two.stages));
+        assert_eq!((one.threads, one.smem_bytes, one.family), (two.threads, two.smem_bytes, two.family));
+        assert_eq!(Kernel::Sm90PingpongCluster2.cluster_m(), 2);
+        assert!(Kernel::ALL.iter().all(|k| k.cluster_m() == 1 || *k == Kernel::Sm90PingpongCluster2));
+    }
+
+    #[test]
+    fn the_cluster_kernel_needs_room_for_a_cluster() {
+        let h200 = DeviceInfo { compute_capability: (9, 0), sm_count: 132, max_smem_per_block: 232_448, max_active_clusters: 66 };
+        assert_eq!(Kernel::Sm90PingpongCluster2.unsupported_on(&h200), None);
+        let no_room = DeviceInfo { max_active_clusters: 0, ..h200 };
+        let why = Kernel::Sm90PingpongCluster2.unsupported_on(&no_room).expect("refused");
+        assert!(why.contains("cluster"), "{why}");
+        // The plain kernels do not care.
+        assert_eq!(Kernel::Sm90Pingpong.unsupported_on(&no_room), None);
+        let a100 = DeviceInfo { compute_capability: (8, 0), sm_count: 108, max_smem_per_block: 166_912, max_active_clusters: 0 };
+        assert!(Kernel::Sm90PingpongCluster2.unsupported_on(&a100).expect("refused").contains("sm_90"));
     }
 }

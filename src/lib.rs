@@ -36,6 +36,7 @@ mod device;
 mod error;
 mod gemm;
 pub mod kernels;
+mod launch;
 mod linear;
 mod matrix;
 pub mod reference;

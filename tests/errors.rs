@@ -274,20 +274,22 @@ fn unaligned_calls() -> Vec<(&'static str, Call)> {
 #[test]
 fn forced_sm90_pingpong_on_unsupported_input() {
     let Some(g) = common::gpu() else { return };
-    let mut calls = unaligned_calls();
-    calls.push(("K = 0", Call::new(64, 64, 0)));
-    for (what, mut c) in calls {
-        c.dispatch = Dispatch::Force(Kernel::Sm90Pingpong);
-        let e = expect_err(&g, c);
-        assert_unavailable(&e, Kernel::Sm90Pingpong);
-        println!("{what}: {e}");
-    }
-    if !g.is_hopper() {
-        // Off sm_90 it cannot run even aligned input.
-        let mut c = Call::new(128, 128, 64);
-        c.dispatch = Dispatch::Force(Kernel::Sm90Pingpong);
-        let e = expect_err(&g, c);
-        assert_unavailable(&e, Kernel::Sm90Pingpong);
+    for kernel in [Kernel::Sm90Pingpong, Kernel::Sm90PingpongCluster2] {
+        let mut calls = unaligned_calls();
+        calls.push(("K = 0", Call::new(64, 64, 0)));
+        for (what, mut c) in calls {
+            c.dispatch = Dispatch::Force(kernel);
+            let e = expect_err(&g, c);
+            assert_unavailable(&e, kernel);
+            println!("{kernel:?}, {what}: {e}");
+        }
+        if !g.is_hopper() {
+            // Off sm_90 it cannot run even aligned input.
+            let mut c = Call::new(128, 128, 64);
+            c.dispatch = Dispatch::Force(kernel);
+            let e = expect_err(&g, c);
+            assert_unavailable(&e, kernel);
+        }
     }
 }
 

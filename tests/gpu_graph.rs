@@ -9,17 +9,18 @@ mod common;
 use common::{Case, DeviceInputs, Gpu, Inputs, Rng};
 use gemm_epilogue::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use gemm_epilogue::cudarc::driver::CudaSlice;
-use gemm_epilogue::{MatrixMut, Plan};
+use gemm_epilogue::{Kernel, MatrixMut, Plan};
 
 /// One call of `case` into `out` (and `workspace`, when the case asks for one), on `g.stream`.
 fn call(g: &Gpu, case: &Case, d: &DeviceInputs, out: &mut CudaSlice<f32>, workspace: &mut CudaSlice<f32>) -> Option<Plan> {
     let len = common::extent(case.m, case.n, case.ldo());
     let mut o = MatrixMut::with_ld(out.slice_mut(case.off_o..case.off_o + len), case.m, case.n, case.ldo());
     let (x, w, b) = (d.x_view(case), d.w_view(case), d.b_view(case));
+    let gemm = g.gemm.with_dispatch(case.dispatch);
     if case.workspace {
-        g.gemm.run_with_workspace(&g.stream, &x, &w, b.as_ref(), case.scale, &mut o, &mut workspace.as_view_mut())
+        gemm.run_with_workspace(&g.stream, &x, &w, b.as_ref(), case.scale, &mut o, &mut workspace.as_view_mut())
     } else {
-        g.gemm.run(&g.stream, &x, &w, b.as_ref(), case.scale, &mut o)
+        gemm.run(&g.stream, &x, &w, b.as_ref(), case.scale, &mut o)
     }
     .unwrap_or_else(|e| panic!("run failed for {case:?}: {e}"))
 }
@@ -36,11 +37,15 @@ fn run_can_be_captured_into_a_cuda_graph_and_replayed() {
     // SAFETY: this test uses one stream; nothing here relies on cudarc's cross-stream ordering.
     unsafe { g.ctx.disable_event_tracking() };
     let mut rng: Rng = common::rng("run_can_be_captured_into_a_cuda_graph_and_replayed");
-    let cases = [
+    let mut cases = vec![
         Case::new(300, 200, 128).scale(0.5),                     // TMA + wgmma on sm_90
         Case::new(257, 130, 131).workspace(true).scale(3.0),     // repack kernels + GEMM
         Case::new(65, 70, 33).pad(3, 1, 2).bias(false).scale(-0.25), // 4-byte loads, strided
     ];
+    if g.is_hopper() {
+        // cuLaunchKernelEx with a cluster attribute, captured like any launch.
+        cases.push(Case::new(300, 200, 128).scale(0.5).force(Kernel::Sm90PingpongCluster2));
+    }
     for case in cases {
         let inputs = Inputs::generate(&case, &mut rng);
         let mut d = DeviceInputs::upload(&g, &inputs);

@@ -6,7 +6,7 @@ mod common;
 
 use common::{Case, DeviceInputs, Gpu, Inputs, Rng, XDist};
 use gemm_epilogue::reference::{self, RefElement};
-use gemm_epilogue::{Dispatch, Error, Kernel, Linear, MatrixMut, MatrixRef};
+use gemm_epilogue::{Dispatch, Error, Family, Kernel, Linear, MatrixMut, MatrixRef};
 
 /// Auto plus every kernel forced that can run `case` here.
 fn dispatches(g: &Gpu, case: &Case) -> Vec<Dispatch> {
@@ -126,7 +126,7 @@ fn workspace_repacks_unaligned_operands_for_the_fast_kernels() {
         assert_eq!((plan.repack_x, plan.repack_w), (rx, rw), "{plan:?} for {case:?}");
         assert!(common::needs_vec4(plan.kernel), "{plan:?} for {case:?}");
         for kernel in Kernel::ALL {
-            if kernel == Kernel::Sm90Pingpong && !hopper {
+            if kernel.family() == Family::TmaWgmma && !hopper {
                 continue;
             }
             let p = common::check(&g, &case.force(kernel), &mut rng).expect("ran");
@@ -138,9 +138,11 @@ fn workspace_repacks_unaligned_operands_for_the_fast_kernels() {
     let small = Case::new(33, 65, 4095).workspace(true);
     let p = common::check(&g, &small, &mut rng).expect("ran");
     assert!(common::is_scalar(p.kernel) && !p.repack_x && !p.repack_w, "{p:?}");
-    let forced = if hopper { Kernel::Sm90Pingpong } else { Kernel::Sm80Small };
-    let p = common::check(&g, &small.force(forced), &mut rng).expect("ran");
-    assert!(p.repack_x && p.repack_w, "{p:?}");
+    let forced: &[Kernel] = if hopper { &[Kernel::Sm90Pingpong, Kernel::Sm90PingpongCluster2] } else { &[Kernel::Sm80Small] };
+    for &kernel in forced {
+        let p = common::check(&g, &small.force(kernel), &mut rng).expect("ran");
+        assert!(p.repack_x && p.repack_w, "{p:?}");
+    }
 }
 
 // ---- degenerate shapes ----------------------------------------------------------------------------
@@ -173,7 +175,9 @@ fn k_zero_gives_the_epilogue_of_the_bias() {
                 }
             }
             if g.is_hopper() {
-                common::expect_refused(&g, &base.force(Kernel::Sm90Pingpong), Kernel::Sm90Pingpong, &mut rng);
+                for kernel in Kernel::ALL.into_iter().filter(|k| k.family() == Family::TmaWgmma) {
+                    common::expect_refused(&g, &base.force(kernel), kernel, &mut rng);
+                }
             }
         }
     }

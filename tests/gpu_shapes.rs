@@ -9,7 +9,7 @@
 mod common;
 
 use common::{Case, Gpu, XDist};
-use gemm_epilogue::{Dispatch, Kernel};
+use gemm_epilogue::{Dispatch, Family, Kernel};
 
 const DIMS: [usize; 24] =
     [1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 255, 257, 1000, 1023, 1024, 1025, 4095, 4096, 4097];
@@ -146,6 +146,53 @@ fn shapes_sm90_pingpong() {
     run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong), "shapes_sm90_pingpong");
 }
 
+/// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
+#[test]
+fn shapes_sm90_pingpong_cluster2() {
+    let Some(g) = common::gpu() else { return };
+    if !g.is_hopper() {
+        println!("skipped: Sm90PingpongCluster2 needs an sm_90 device, this is {:?}", g.gemm.device().compute_capability);
+        return;
+    }
+    run_shapes(&g, Dispatch::Force(Kernel::Sm90PingpongCluster2), "shapes_sm90_pingpong_cluster2");
+}
+
+/// The 2-CTA cluster kernel where its two CTAs differ: M not a multiple of 256 puts the second
+/// CTA's rows (partly, or for M % 256 in 1..=128 entirely) past M. That CTA must still load and
+/// multicast its half of the W tile and take part in every barrier, or its peer hangs or reads a
+/// stale slice. Includes M <= 128 (one cluster row, the second CTA never has a row), and grids
+/// smaller than the cluster-tile count (persistent clusters loop over several tiles, wrapping
+/// the stage ring) with such rows in every tile.
+#[test]
+fn cluster2_out_of_range_rows() {
+    let Some(g) = common::gpu() else { return };
+    if !g.is_hopper() {
+        println!("skipped: Sm90PingpongCluster2 needs an sm_90 device, this is {:?}", g.gemm.device().compute_capability);
+        return;
+    }
+    let mut rng = common::rng("cluster2_out_of_range_rows");
+    let clusters = g.gemm.device().max_active_clusters;
+    assert!(clusters > 0, "an sm_90 device with no room for a 2-CTA cluster: {:?}", g.gemm.device());
+    let mut cases = Vec::new();
+    for m in [1, 64, 127, 128, 129, 200, 255, 256, 257, 300, 383, 384, 385, 511, 513, 1000] {
+        for (n, k) in [(128, 64), (130, 36), (300, 100), (1, 4)] {
+            cases.push(Case::new(m, n, k));
+        }
+    }
+    // More cluster tiles than resident clusters: every cluster runs several tiles.
+    cases.push(Case::new(100, 16384, 96)); // 128 cluster tiles, second CTA always empty
+    cases.push(Case::new(129, 16384, 40).bias(false)); // second CTA: one row per tile
+    cases.push(Case::new(4097, 1025, 68)); // 17 × 9 cluster tiles, last row: 1 row
+    cases.push(Case::new(2000, 4096, 260).pad(4, 8, 3)); // strided, last cluster row: 208 rows
+    for (i, case) in cases.into_iter().enumerate() {
+        let case = case.force(Kernel::Sm90PingpongCluster2).scale(if i % 3 == 0 { 0.5 } else { 3.0 });
+        let plan = common::check(&g, &case, &mut rng).expect("ran");
+        let cluster_tiles = case.m.div_ceil(256) * case.n.div_ceil(128);
+        assert_eq!(plan.cluster, 2, "{plan:?}");
+        assert_eq!(plan.grid as usize, 2 * cluster_tiles.min(clusters as usize), "{plan:?} for {case:?}");
+    }
+}
+
 /// A few small shapes through every kernel this device has, with tails in M, N and K, a strided
 /// output and a repacked operand: quick enough for compute-sanitizer's racecheck and synccheck
 /// (`bash .gpu/run sanitize racecheck small_shapes_every_kernel`).
@@ -159,19 +206,25 @@ fn small_shapes_every_kernel() {
         Case::new(130, 70, 36).pad(4, 0, 3),
         Case::new(257, 129, 100).bias(false).scale(3.0),
         Case::new(70, 260, 64).scale(-1.0),
+        // M % 256 in 1..=128: the second CTA of a 2-CTA cluster has no row in range.
+        Case::new(300, 136, 68).pad(0, 4, 1),
     ];
     for case in cases {
         for kernel in Kernel::ALL {
-            if kernel == Kernel::Sm90Pingpong && !hopper {
+            if kernel.family() == Family::TmaWgmma && !hopper {
                 continue;
             }
             common::check(&g, &case.force(kernel), &mut rng);
         }
         common::check(&g, &case, &mut rng);
     }
-    let unaligned = Case::new(65, 66, 67).workspace(true).force(if hopper { Kernel::Sm90Pingpong } else { Kernel::Sm80Small });
-    let plan = common::check(&g, &unaligned, &mut rng).expect("ran");
-    assert!(plan.repack_x && plan.repack_w, "{plan:?}");
+    let repacking: &[Kernel] =
+        if hopper { &[Kernel::Sm90Pingpong, Kernel::Sm90PingpongCluster2] } else { &[Kernel::Sm80Small] };
+    for &kernel in repacking {
+        let unaligned = Case::new(65, 66, 67).workspace(true).force(kernel);
+        let plan = common::check(&g, &unaligned, &mut rng).expect("ran");
+        assert!(plan.repack_x && plan.repack_w, "{plan:?}");
+    }
 }
 
 // ---- the reference shape ----------------------------------------------------------------------
@@ -212,6 +265,16 @@ fn reference_shape_sm90_pingpong() {
     reference_shape(&g, Dispatch::Force(Kernel::Sm90Pingpong), "reference_shape_sm90_pingpong");
 }
 
+#[test]
+fn reference_shape_sm90_pingpong_cluster2() {
+    let Some(g) = common::gpu() else { return };
+    if !g.is_hopper() {
+        println!("skipped: Sm90PingpongCluster2 needs an sm_90 device, this is {:?}", g.gemm.device().compute_capability);
+        return;
+    }
+    reference_shape(&g, Dispatch::Force(Kernel::Sm90PingpongCluster2), "reference_shape_sm90_pingpong_cluster2");
+}
+
 /// Every kernel in the fatbin has a `shapes_*` test above (runs without a GPU): adding a kernel
 /// without adding its test fails here.
 #[test]
@@ -224,6 +287,7 @@ fn every_kernel_has_a_shapes_test() {
         Kernel::Sm80Small,
         Kernel::Sm80SmallScalar,
         Kernel::Sm90Pingpong,
+        Kernel::Sm90PingpongCluster2,
     ];
     for k in Kernel::ALL {
         assert!(covered.contains(&k), "kernel {k:?} ({}) has no shapes_* test in tests/gpu_shapes.rs", k.name());

@@ -114,4 +114,24 @@ typedef struct GeSm90Params {
 #define GE_SM90_PINGPONG_SMEM_BYTES \
     (GE_SM90_PINGPONG_STAGES * (GE_SM90_PINGPONG_TILE_M + GE_SM90_PINGPONG_TILE_N) * GE_SM90_PINGPONG_TILE_K * 4 + 2048)
 
+/* "pingpong, cluster of 2": the same kernel (tiles, stages, threads, SMEM_BYTES as above) with
+ * the CTAs paired into clusters of CLUSTER_M = 2 along M. The two CTAs of a cluster compute
+ * vertically adjacent TILE_M x TILE_N tiles (one (CLUSTER_M*TILE_M) x TILE_N "cluster tile")
+ * that share the same W tile: CTA rank r TMA-loads rows r*W_BOX_ROWS.. of it (a {TILE_K,
+ * W_BOX_ROWS} box) and multicasts the slice into both CTAs.
+ * Entry: ge_sm90_tf32_128x128x32_s6_pingpong_c2. Launch contract (cuLaunchKernelEx):
+ *   - attribute CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = (CLUSTER_M, 1, 1), always (the entry
+ *     has no __cluster_dims__; without the attribute it would multicast to a CTA that is not
+ *     there);
+ *   - grid: CLUSTER_M * min(cluster_tiles, max active clusters) CTAs, 1-D, a multiple of
+ *     CLUSTER_M; cluster_tiles = ceil(m / (CLUSTER_M*TILE_M)) * ceil(n / TILE_N); the max active
+ *     clusters from cuOccupancyMaxActiveClusters with this block, smem and cluster shape (the
+ *     clusters are persistent: the grid is what is resident at once, not one wave more);
+ *   - block GE_SM90_PINGPONG_THREADS, dynamic smem GE_SM90_PINGPONG_SMEM_BYTES;
+ *   - tensor map boxes: {TILE_K, TILE_M} for X (unchanged), {TILE_K, W_BOX_ROWS} for W.
+ * Rows of the second CTA past m (m <= 128, or m % 256 in 1..128) are zero-filled by TMA and not
+ * stored; that CTA still loads and multicasts its W slice. */
+#define GE_SM90_PINGPONG_CLUSTER_M 2
+#define GE_SM90_PINGPONG_C2_W_BOX_ROWS (GE_SM90_PINGPONG_TILE_N / GE_SM90_PINGPONG_CLUSTER_M)
+
 #endif /* GEMM_EPILOGUE_H */

@@ -13,6 +13,14 @@ using Pingpong128x128x32 = KernelConfig<GE_SM90_PINGPONG_TILE_M, GE_SM90_PINGPON
 static_assert(Pingpong128x128x32::THREADS == GE_SM90_PINGPONG_THREADS, "header THREADS out of date");
 static_assert(Pingpong128x128x32::SMEM_BYTES == GE_SM90_PINGPONG_SMEM_BYTES, "header SMEM_BYTES out of date");
 
+// The same tile, CTAs paired along M into clusters of 2 that share (multicast) the W tile.
+using Pingpong128x128x32C2 = KernelConfig<GE_SM90_PINGPONG_TILE_M, GE_SM90_PINGPONG_TILE_N, GE_SM90_PINGPONG_TILE_K,
+                                          GE_SM90_PINGPONG_STAGES, Schedule::PingPong, GE_SM90_PINGPONG_CLUSTER_M>;
+static_assert(Pingpong128x128x32C2::CLUSTER_M == GE_SM90_PINGPONG_CLUSTER_M, "header CLUSTER_M out of date");
+static_assert(Pingpong128x128x32C2::B_SLICE_ROWS == GE_SM90_PINGPONG_C2_W_BOX_ROWS, "header C2_W_BOX_ROWS out of date");
+static_assert(Pingpong128x128x32C2::THREADS == GE_SM90_PINGPONG_THREADS, "header THREADS out of date");
+static_assert(Pingpong128x128x32C2::SMEM_BYTES == GE_SM90_PINGPONG_SMEM_BYTES, "header SMEM_BYTES out of date");
+
 }  // namespace ge::sm90
 
 // Grid: min(num_tiles, num_SMs) persistent CTAs; block GE_SM90_PINGPONG_THREADS; dynamic smem
@@ -22,6 +30,19 @@ extern "C" __global__ void __launch_bounds__(GE_SM90_PINGPONG_THREADS, 1)
 #if GE_SM90_ENABLED
     extern __shared__ __align__(1024) uint8_t ge_sm90_smem[];
     ge::sm90::warp_specialized_gemm<ge::sm90::Pingpong128x128x32>(p, ge_sm90_smem, threadIdx.x, blockIdx.x, gridDim.x);
+#else
+    __trap();
+#endif
+}
+
+// Launched with cuLaunchKernelEx and CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = (2, 1, 1) (no
+// __cluster_dims__ here: this file is compiled for sm_80 too). Grid: 2 * min(cluster_tiles,
+// max active clusters) persistent CTAs; block, smem as above; W map box {TILE_K, TILE_N / 2}.
+extern "C" __global__ void __launch_bounds__(GE_SM90_PINGPONG_THREADS, 1)
+    ge_sm90_tf32_128x128x32_s6_pingpong_c2(const __grid_constant__ GeSm90Params p) {
+#if GE_SM90_ENABLED
+    extern __shared__ __align__(1024) uint8_t ge_sm90_smem[];
+    ge::sm90::warp_specialized_gemm<ge::sm90::Pingpong128x128x32C2>(p, ge_sm90_smem, threadIdx.x, blockIdx.x, gridDim.x);
 #else
     __trap();
 #endif

@@ -24,6 +24,8 @@ pub const GE_SM90_PINGPONG_TILE_K: u32 = 32;
 pub const GE_SM90_PINGPONG_STAGES: u32 = 6;
 pub const GE_SM90_PINGPONG_THREADS: u32 = 384;
 pub const GE_SM90_PINGPONG_SMEM_BYTES: u32 = 198656;
+pub const GE_SM90_PINGPONG_CLUSTER_M: u32 = 2;
+pub const GE_SM90_PINGPONG_C2_W_BOX_ROWS: u32 = 64;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct GeProblem {

@@ -347,11 +347,11 @@ impl Case {
         }
     }
     /// Whether Auto may pick `kernel` for this case: the TMA kernel whenever it can run (sm_90,
-    /// TMA-compatible operands), else a 16-byte-load mma.sync kernel when the operands allow,
-    /// else a scalar one.
+    /// TMA-compatible operands; not the 2-CTA cluster variant, which only `Force` selects for
+    /// now), else a 16-byte-load mma.sync kernel when the operands allow, else a scalar one.
     pub fn auto_may_pick(&self, kernel: Kernel, hopper: bool) -> bool {
         if hopper && self.tma_ok() {
-            kernel.family() == Family::TmaWgmma
+            kernel.family() == Family::TmaWgmma && kernel.cluster_m() == 1
         } else if self.vec4_ok() {
             kernel.family() == Family::MmaSync && needs_vec4(kernel)
         } else {
