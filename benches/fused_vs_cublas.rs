@@ -8,6 +8,11 @@
 //!   bias pre-scaled by `1+s` (the best single library call; rounds differently);
 //! - `cublas_gemm_alone`: cuBLAS TF32 GEMM, no bias, no epilogue: the ceiling to beat.
 //!
+//! On the reference shape two more rows time the mma.sync path forced (it is the fallback on sm_90
+//! and the default before it): `mma_sync_128x256_trunc` ([`Kernel::Sm80WideTrunc`], operands
+//! truncated to TF32 by the tensor cores) and `mma_sync_128x256_round` ([`Kernel::Sm80Wide`],
+//! rounded to nearest in registers).
+//!
 //! Throughput is `Throughput::Elements(2·M·N·K)`: criterion's "elements" are FLOP here, so its
 //! `elem/s` column reads as FLOP/s.
 //!
@@ -38,10 +43,10 @@ use gemm_epilogue::reference::SplitMix64 as Rng;
 use gemm_epilogue::baseline::{CublasBaseline, CublasLtLinear, CublasLtPlan};
 use gemm_epilogue::cudarc::driver::sys::CUevent_flags;
 use gemm_epilogue::cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream};
-use gemm_epilogue::{cuda_context, FusedGemm, MatrixMut, MatrixRef, Plan};
+use gemm_epilogue::{cuda_context, Dispatch, FusedGemm, Kernel, MatrixMut, MatrixRef, Plan};
 
 const SCALE: f32 = 0.5;
-const FUNCTIONS: [&str; 4] = ["fused", "cublas_plus_elementwise", "cublaslt_bias_alpha", "cublas_gemm_alone"];
+const REFERENCE: &str = "reference_16384x4096x4096";
 
 /// (criterion group name, M, N, K).
 const SHAPES: &[(&str, usize, usize, usize)] = &[
@@ -73,8 +78,12 @@ enum Variant {
     CublasElementwise,
     CublasLt,
     CublasGemm,
+    /// Our fused call with this kernel forced.
+    Forced(Kernel),
 }
 const VARIANTS: [Variant; 4] = [Variant::Fused, Variant::CublasElementwise, Variant::CublasLt, Variant::CublasGemm];
+/// The mma.sync rows of the reference shape.
+const MMA_SYNC: [Variant; 2] = [Variant::Forced(Kernel::Sm80WideTrunc), Variant::Forced(Kernel::Sm80Wide)];
 
 impl Variant {
     fn label(self) -> &'static str {
@@ -83,8 +92,33 @@ impl Variant {
             Variant::CublasElementwise => "cuBLAS GEMM + elementwise",
             Variant::CublasLt => "cuBLASLt bias+alpha (1 call)",
             Variant::CublasGemm => "cuBLAS GEMM alone (no bias/epilogue)",
+            Variant::Forced(Kernel::Sm80WideTrunc) => "ours, mma.sync 128×256, truncated operands",
+            Variant::Forced(Kernel::Sm80Wide) => "ours, mma.sync 128×256, rounded operands",
+            Variant::Forced(_) => "ours, forced kernel",
         }
     }
+
+    /// criterion's function name.
+    fn function(self) -> &'static str {
+        match self {
+            Variant::Fused => "fused",
+            Variant::CublasElementwise => "cublas_plus_elementwise",
+            Variant::CublasLt => "cublaslt_bias_alpha",
+            Variant::CublasGemm => "cublas_gemm_alone",
+            Variant::Forced(Kernel::Sm80WideTrunc) => "mma_sync_128x256_trunc",
+            Variant::Forced(Kernel::Sm80Wide) => "mma_sync_128x256_round",
+            Variant::Forced(_) => "forced",
+        }
+    }
+}
+
+/// The variants timed on a shape.
+fn variants(group: &str) -> Vec<Variant> {
+    let mut v = VARIANTS.to_vec();
+    if group == REFERENCE {
+        v.extend(MMA_SYNC);
+    }
+    v
 }
 
 struct Case<'g> {
@@ -106,6 +140,10 @@ struct Case<'g> {
     workspace: Option<CudaSlice<f32>>,
     /// What the fused call runs (from a first, untimed call).
     plan: Option<Plan>,
+    /// What this shape times, in table order.
+    variants: Vec<Variant>,
+    /// Forced kernels that cannot run this shape on this device.
+    refused: Vec<Variant>,
 }
 
 impl<'g> Case<'g> {
@@ -116,9 +154,8 @@ impl<'g> Case<'g> {
         gemm: &'g FusedGemm,
         blas: &'g CublasBaseline,
         lt: &'g CublasLtLinear,
-        m: usize,
-        n: usize,
-        k: usize,
+        (m, n, k): (usize, usize, usize),
+        variants: Vec<Variant>,
     ) -> gemm_epilogue::Result<Self> {
         let seed = fresh_seed(m, n, k);
         let mut rng = Rng::new(seed);
@@ -162,7 +199,18 @@ impl<'g> Case<'g> {
                 None
             }
         };
-        Ok(Self { m, n, k, ctx: ctx.clone(), stream: stream.clone(), gemm, blas, lt, lt_plan, x, w, b, out, workspace, plan })
+        let mut refused = Vec::new();
+        for &v in &variants {
+            if let Variant::Forced(kernel) = v {
+                let (xr, wr) = (MatrixRef::from_slice(&x, m, k), MatrixRef::from_slice(&w, n, k));
+                let forced = gemm.with_dispatch(Dispatch::Force(kernel));
+                if let Err(e) = forced.plan(stream, &xr, &wr, Some(&b.as_view()), &MatrixMut::from_slice(&mut out, m, n)) {
+                    println!("[{m}x{n}x{k}] {} unavailable: {e}", v.label());
+                    refused.push(v);
+                }
+            }
+        }
+        Ok(Self { m, n, k, ctx: ctx.clone(), stream: stream.clone(), gemm, blas, lt, lt_plan, x, w, b, out, workspace, plan, variants, refused })
     }
 
     fn flop(&self) -> f64 {
@@ -170,7 +218,10 @@ impl<'g> Case<'g> {
     }
 
     fn available(&self, v: Variant) -> bool {
-        v != Variant::CublasLt || self.lt_plan.is_some()
+        match v {
+            Variant::CublasLt => self.lt_plan.is_some(),
+            _ => !self.refused.contains(&v),
+        }
     }
 
     /// Enqueues one call of `v` on the stream.
@@ -192,6 +243,9 @@ impl<'g> Case<'g> {
                 None => Ok(()),
             },
             Variant::CublasGemm => self.blas.gemm(&x, &w, &mut out),
+            Variant::Forced(kernel) => {
+                self.gemm.with_dispatch(Dispatch::Force(kernel)).run(&self.stream, &x, &w, Some(&b), SCALE, &mut out).map(|_| ())
+            }
         }
     }
 
@@ -212,7 +266,7 @@ impl<'g> Case<'g> {
     }
 
     fn warm_up(&mut self) {
-        for v in VARIANTS {
+        for v in self.variants.clone() {
             if self.available(v) {
                 self.time(v, 3);
             }
@@ -236,14 +290,14 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// Median ms per call of each available variant, timed in rotating order.
-fn interleaved(case: &mut Case<'_>, rounds: usize) -> [Option<f64>; 4] {
+/// Median ms per call of each of `case.variants` (None: unavailable), timed in rotating order.
+fn interleaved(case: &mut Case<'_>, rounds: usize) -> Vec<Option<f64>> {
     case.warm_up();
-    let avail: Vec<Variant> = VARIANTS.iter().copied().filter(|v| case.available(*v)).collect();
+    let avail: Vec<Variant> = case.variants.clone().into_iter().filter(|v| case.available(*v)).collect();
     // Batch size: enough calls that one sample lasts ≥ ~0.5 ms (event resolution ~0.5 µs).
     let fastest = avail.iter().map(|&v| case.time(v, 5).as_secs_f64() * 1e3 / 5.0).fold(f64::INFINITY, f64::min);
     let batch = (0.5 / fastest.max(1e-6)).ceil().clamp(1.0, 500.0) as u64;
-    let mut samples: Vec<Vec<f64>> = (0..4).map(|_| Vec::with_capacity(rounds)).collect();
+    let mut samples: Vec<Vec<f64>> = case.variants.iter().map(|_| Vec::with_capacity(rounds)).collect();
     // All events up front; one synchronisation at the end, so no host gap between variants.
     let mut recorded: Vec<(usize, CudaEvent, CudaEvent)> = Vec::with_capacity(rounds * avail.len());
     for r in 0..rounds {
@@ -255,31 +309,26 @@ fn interleaved(case: &mut Case<'_>, rounds: usize) -> [Option<f64>; 4] {
                 case.launch(v).unwrap_or_else(|e| panic!("{}: {e}", v.label()));
             }
             end.record(&case.stream).expect("event record");
-            recorded.push((VARIANTS.iter().position(|&x| x == v).unwrap(), start, end));
+            recorded.push((case.variants.iter().position(|&x| x == v).unwrap_or(0), start, end));
         }
     }
     case.stream.synchronize().expect("synchronize");
     for (idx, start, end) in &recorded {
         samples[*idx].push(start.elapsed_ms(end).expect("event elapsed") as f64 / batch as f64);
     }
-    let mut result = [None; 4];
-    for (i, s) in samples.iter_mut().enumerate() {
-        if !s.is_empty() {
-            result[i] = Some(median(s));
-        }
-    }
+    let result = samples.iter_mut().map(|s| (!s.is_empty()).then(|| median(s))).collect();
     println!("[{}x{}x{}] interleaved: {rounds} rounds × {batch} calls per sample", case.m, case.n, case.k);
     result
 }
 
-fn table(case: &Case<'_>, medians: &[Option<f64>; 4], kernel: &str, rounds: usize) -> String {
+fn table(case: &Case<'_>, medians: &[Option<f64>], kernel: &str, rounds: usize) -> String {
     let flop = case.flop();
     let ours = medians[0];
     let mut s = String::new();
     let _ = writeln!(s, "\n### {}×{}×{} (M×N×K), s = {SCALE}; fused runs `{kernel}`; {rounds} interleaved rounds\n", case.m, case.n, case.k);
     let _ = writeln!(s, "| variant | median ms | TFLOP/s | ours / this (time) |");
     let _ = writeln!(s, "|---|---:|---:|---:|");
-    for (i, v) in VARIANTS.iter().enumerate() {
+    for (i, v) in case.variants.iter().enumerate() {
         match medians[i] {
             Some(ms) => {
                 let ratio = ours.map_or("n/a".to_string(), |o| format!("{:.3}", o / ms));
@@ -383,7 +432,7 @@ fn parse_args() -> Args {
 fn selected(filter: &Option<String>, group: &str) -> bool {
     match filter {
         None => true,
-        Some(f) => FUNCTIONS.iter().any(|func| format!("{group}/{func}").contains(f.as_str())),
+        Some(f) => variants(group).iter().any(|v| format!("{group}/{}", v.function()).contains(f.as_str())),
     }
 }
 
@@ -394,8 +443,8 @@ fn main() {
     let args = parse_args();
     if args.list {
         for (group, ..) in SHAPES {
-            for f in FUNCTIONS {
-                println!("{group}/{f}: benchmark");
+            for v in variants(group) {
+                println!("{group}/{}: benchmark", v.function());
             }
         }
         return;
@@ -427,15 +476,16 @@ fn main() {
         if !selected(&args.filter, group_name) {
             continue;
         }
-        let mut case = Case::new(&ctx, &stream, &gemm, &blas, &lt, m, n, k).unwrap_or_else(|e| panic!("{group_name}: setup: {e}"));
+        let mut case = Case::new(&ctx, &stream, &gemm, &blas, &lt, (m, n, k), variants(group_name))
+            .unwrap_or_else(|e| panic!("{group_name}: setup: {e}"));
         case.warm_up();
 
         let mut group = c.benchmark_group(group_name);
         // "Elements" are FLOP: criterion's elem/s is FLOP/s.
         group.throughput(Throughput::Elements((2 * m * n * k) as u64));
-        for (func, v) in FUNCTIONS.iter().zip(VARIANTS) {
+        for v in case.variants.clone() {
             if case.available(v) {
-                group.bench_function(*func, |bch| bch.iter_custom(|iters| case.time(v, iters)));
+                group.bench_function(v.function(), |bch| bch.iter_custom(|iters| case.time(v, iters)));
             }
         }
         group.finish();

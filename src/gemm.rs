@@ -7,7 +7,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaStream, CudaView, CudaViewMu
 
 use crate::device::DeviceInfo;
 use crate::error::{Error, Operand, Result};
-use crate::kernels::{Family, Kernel, LoadedKernels};
+use crate::kernels::{Family, Kernel, LoadedKernels, Tf32Rounding};
 use crate::launch;
 use crate::matrix::{MatrixMut, MatrixRef};
 use crate::sys::{GeProblem, GeRepackParams, GeSm90Params};
@@ -37,11 +37,15 @@ pub struct Plan {
     pub block: u32,
     /// Dynamic shared memory per CTA, bytes.
     pub smem_bytes: u32,
-    /// X was first copied into the workspace (rows padded to whole 128-byte lines, rounded to TF32),
-    /// because its rows are not 16-byte aligned and the kernel needs them to be.
+    /// X was first copied into the workspace (rows padded to whole 128-byte lines, rounded to TF32
+    /// to nearest), because its rows are not 16-byte aligned and the kernel needs them to be.
     pub repack_x: bool,
-    /// Likewise for W.
+    /// Likewise for W (both are also repacked when that is how a truncating kernel gives
+    /// [`Tf32Rounding::Nearest`] results).
     pub repack_w: bool,
+    /// How the operands the tensor cores saw were converted to TF32: the kernel's own
+    /// [`Kernel::rounding`], or [`Tf32Rounding::Nearest`] when both operands were repacked.
+    pub rounding: Tf32Rounding,
 }
 
 impl Plan {
@@ -60,11 +64,12 @@ impl Plan {
 pub struct FusedGemm {
     kernels: Arc<LoadedKernels>,
     dispatch: Dispatch,
+    rounding: Tf32Rounding,
 }
 
 impl std::fmt::Debug for FusedGemm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FusedGemm").field("device", &self.kernels.device).field("dispatch", &self.dispatch).finish()
+        f.debug_struct("FusedGemm").field("device", &self.kernels.device).field("dispatch", &self.dispatch).field("rounding", &self.rounding).finish()
     }
 }
 
@@ -76,7 +81,9 @@ pub(crate) struct Shape {
     pub k: usize,
 }
 
-const MAX_DIM: usize = i32::MAX as usize;
+/// Largest M, N or K: the kernels index with 32-bit ints and round up to whole tiles (at most
+/// 2·128 rows past M for a 2-CTA cluster, 31 columns past K), which must not overflow.
+const MAX_DIM: usize = i32::MAX as usize - 1023;
 
 impl FusedGemm {
     /// Loads the kernels into `ctx`. Fails with [`Error::UnsupportedDevice`] before sm_80.
@@ -86,17 +93,35 @@ impl FusedGemm {
             let (major, minor) = device.compute_capability;
             return Err(Error::UnsupportedDevice { major, minor });
         }
-        Ok(Self { kernels: Arc::new(LoadedKernels::load(ctx, device)?), dispatch: Dispatch::Auto })
+        let rounding = default_rounding(&device);
+        Ok(Self { kernels: Arc::new(LoadedKernels::load(ctx, device)?), dispatch: Dispatch::Auto, rounding })
     }
 
     /// A handle sharing the loaded kernels that dispatches as `dispatch` says.
     pub fn with_dispatch(&self, dispatch: Dispatch) -> Self {
-        Self { kernels: self.kernels.clone(), dispatch }
+        Self { dispatch, ..self.clone() }
+    }
+
+    /// A handle sharing the loaded kernels whose [`Dispatch::Auto`] only picks kernels (or
+    /// repacks) that give `rounding`. The default is the rounding of the device's fastest
+    /// kernels: [`Tf32Rounding::Truncate`] on sm_90 (the TMA + wgmma kernels read TMA's tiles
+    /// as they land, like CUTLASS's), [`Tf32Rounding::Nearest`] before it. On sm_90, `Nearest`
+    /// runs the TMA kernel on operands repacked into the workspace of
+    /// [`FusedGemm::run_with_workspace`] (≈ 0.17 ms more on 16384×4096×4096), or without one the
+    /// mma.sync kernels that round in registers (about 2× slower there). docs/EPILOGUE.md has the
+    /// error of each.
+    pub fn with_rounding(&self, rounding: Tf32Rounding) -> Self {
+        Self { rounding, ..self.clone() }
     }
 
     /// The dispatch rule in use.
     pub fn dispatch(&self) -> Dispatch {
         self.dispatch
+    }
+
+    /// The operand rounding [`Dispatch::Auto`] provides.
+    pub fn rounding(&self) -> Tf32Rounding {
+        self.rounding
     }
 
     /// The device the kernels were loaded for.
@@ -353,7 +378,7 @@ impl FusedGemm {
     }
 
     fn select(&self, s: Shape, x: (u64, usize), w: (u64, usize), workspace: usize) -> Result<Plan> {
-        select(&self.kernels.device, self.dispatch, s, x, w, workspace)
+        select_kernel(&self.kernels.device, self.dispatch, self.rounding, s, x, w, workspace)
     }
 }
 
@@ -406,12 +431,31 @@ fn repacked_ld(k: usize) -> usize {
     k.next_multiple_of(32)
 }
 
+/// [`FusedGemm::new`]'s rounding: that of the device's fastest kernel family.
+fn default_rounding(device: &DeviceInfo) -> Tf32Rounding {
+    if device.is_hopper() {
+        Tf32Rounding::Truncate
+    } else {
+        Tf32Rounding::Nearest
+    }
+}
+
 /// Below this many multiply-adds, repacking (two extra launches) costs more than it saves.
 const REPACK_MIN_MACS: u64 = 1 << 27;
 
 /// Chooses the kernel for a validated, non-empty call; `x` and `w` are (device address, ld);
-/// `workspace` is the f32 length available for repacking unaligned operands.
-pub(crate) fn select(device: &DeviceInfo, dispatch: Dispatch, s: Shape, x: (u64, usize), w: (u64, usize), workspace: usize) -> Result<Plan> {
+/// `workspace` is the f32 length available for repacking operands. With [`Dispatch::Auto`], the
+/// fastest kernel whose result is rounded as `rounding` asks (docs/TILING.md); a forced kernel
+/// runs as it is (its [`Plan::rounding`] says what that means).
+pub(crate) fn select_kernel(
+    device: &DeviceInfo,
+    dispatch: Dispatch,
+    rounding: Tf32Rounding,
+    s: Shape,
+    x: (u64, usize),
+    w: (u64, usize),
+    workspace: usize,
+) -> Result<Plan> {
     let (x_ok, w_ok) = (rows_aligned(s.k, x), rows_aligned(s.k, w));
     let padded_ld = repacked_ld(s.k);
     let repack_len = (!x_ok as usize) * s.m * padded_ld + (!w_ok as usize) * s.n * padded_ld;
@@ -431,6 +475,9 @@ pub(crate) fn select(device: &DeviceInfo, dispatch: Dispatch, s: Shape, x: (u64,
             _ => None,
         }
     };
+    // Repack (and so round) both operands even when aligned: how a truncating TMA kernel gives
+    // round-to-nearest results.
+    let mut round_by_repack = false;
     let kernel = match dispatch {
         Dispatch::Force(kernel) => match refusal(kernel) {
             Some(reason) => return Err(Error::KernelUnavailable { kernel, reason }),
@@ -440,22 +487,34 @@ pub(crate) fn select(device: &DeviceInfo, dispatch: Dispatch, s: Shape, x: (u64,
             let worth_repacking = (s.m as u64) * (s.n as u64) * (s.k as u64) >= REPACK_MIN_MACS;
             let vec4 = direct || (can_repack && worth_repacking);
             let small = tiles(s, Kernel::Sm80Large) < device.sm_count as u64;
-            // Measured on the H200 (docs/TILING.md): 128×256 beats 128×128 for both load widths;
-            // devices without 144 KiB of shared memory per block fall through to 128×128.
-            let preference: &[Kernel] = match (small, vec4) {
-                (false, true) => &[Kernel::Sm90Pingpong, Kernel::Sm80Wide, Kernel::Sm80Large, Kernel::Sm80Small],
-                (true, true) => &[Kernel::Sm90Pingpong, Kernel::Sm80Small],
-                (false, false) => &[Kernel::Sm80WideScalar, Kernel::Sm80LargeScalar, Kernel::Sm80SmallScalar],
-                (true, false) => &[Kernel::Sm80SmallScalar],
+            // Measured on the H200 (docs/TILING.md): the TMA kernel first, then 128×256 before
+            // 128×128; devices without 144 KiB of shared memory per block fall through to 128×128.
+            // Scalar-load kernels (any shape) only round to nearest: they are load-bound.
+            let preference: &[Kernel] = match (small, vec4, rounding) {
+                (false, true, Tf32Rounding::Truncate) => &[Kernel::Sm90Pingpong, Kernel::Sm80WideTrunc, Kernel::Sm80LargeTrunc, Kernel::Sm80Small],
+                (false, true, Tf32Rounding::Nearest) => &[Kernel::Sm90Pingpong, Kernel::Sm80Wide, Kernel::Sm80Large, Kernel::Sm80Small],
+                (true, true, Tf32Rounding::Truncate) => &[Kernel::Sm90Pingpong, Kernel::Sm80Small],
+                (true, true, Tf32Rounding::Nearest) => &[Kernel::Sm80Small],
+                (false, false, _) => &[Kernel::Sm80WideScalar, Kernel::Sm80LargeScalar, Kernel::Sm80SmallScalar],
+                (true, false, _) => &[Kernel::Sm80SmallScalar],
             };
-            *preference
+            let whole_repack = (s.m + s.n).saturating_mul(padded_ld);
+            let rounds = |kernel: Kernel| {
+                rounding == Tf32Rounding::Truncate
+                    || kernel.rounding() == Tf32Rounding::Nearest
+                    || (s.k > 0 && worth_repacking && whole_repack <= workspace)
+            };
+            let kernel = *preference
                 .iter()
-                .find(|k| refusal(**k).is_none())
-                .ok_or(Error::KernelUnavailable { kernel: preference[0], reason: "no kernel fits this device" })?
+                .find(|k| refusal(**k).is_none() && rounds(**k))
+                .ok_or(Error::KernelUnavailable { kernel: preference[0], reason: "no kernel fits this device" })?;
+            round_by_repack = rounding == Tf32Rounding::Nearest && kernel.rounding() == Tf32Rounding::Truncate;
+            kernel
         }
     };
     let spec = kernel.spec();
     let repack = spec.needs_vec4 && !direct;
+    let (repack_x, repack_w) = (round_by_repack || (repack && !x_ok), round_by_repack || (repack && !w_ok));
     let grid = match spec.family {
         Family::MmaSync => tiles(s, kernel),
         // Persistent: one CTA (cluster) per (cluster) tile, at most as many as are resident at
@@ -474,8 +533,9 @@ pub(crate) fn select(device: &DeviceInfo, dispatch: Dispatch, s: Shape, x: (u64,
         cluster: spec.cluster_m,
         block: spec.threads,
         smem_bytes: spec.smem_bytes,
-        repack_x: repack && !x_ok,
-        repack_w: repack && !w_ok,
+        repack_x,
+        repack_w,
+        rounding: if repack_x && repack_w { Tf32Rounding::Nearest } else { spec.rounding },
     })
 }
 
@@ -510,6 +570,11 @@ fn check_extent(operand: Operand, Extent { rows, cols, ld, len }: Extent) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `select_kernel` with the device's default rounding.
+    fn select(device: &DeviceInfo, dispatch: Dispatch, s: Shape, x: (u64, usize), w: (u64, usize), workspace: usize) -> Result<Plan> {
+        select_kernel(device, dispatch, default_rounding(device), s, x, w, workspace)
+    }
 
     // max_active_clusters: what load() fills in; 66 = one 2-CTA cluster per SM pair (an assumption:
     // clusters must fit in one GPC, so the real H200 figure may be lower); 0 off sm_90.
@@ -571,7 +636,7 @@ mod tests {
 
     #[test]
     fn rejects_dimensions_past_i32() {
-        let big = 1usize << 31;
+        let big = MAX_DIM + 1;
         let x = Extent { rows: 1, cols: big, ld: big, len: big };
         let w = Extent { rows: 1, cols: big, ld: big, len: big };
         let e = validate_shapes(x, w, None, dense(1, 1)).unwrap_err();
@@ -629,6 +694,46 @@ mod tests {
         let g = Dispatch::Force(Kernel::Sm80LargeScalar);
         let p = select(&H200, g, shape(4096, 4096, 4097), (ALIGNED, 4097), (ALIGNED, 4097), usize::MAX).unwrap();
         assert!(!p.repack_x && !p.repack_w);
+    }
+
+    #[test]
+    fn rounding_decides_between_truncating_and_rounding_kernels() {
+        use Tf32Rounding::{Nearest, Truncate};
+        let s = shape(16384, 4096, 4096);
+        let a = (ALIGNED, 4096);
+        let pick = |d: &DeviceInfo, r, ws| select_kernel(d, Dispatch::Auto, r, s, a, a, ws).unwrap();
+        // The defaults: truncate on sm_90 (TMA), round before it.
+        assert_eq!(default_rounding(&H200), Truncate);
+        assert_eq!(default_rounding(&A100), Nearest);
+        // A100: the truncating mma.sync kernels only when asked for.
+        let p = pick(&A100, Truncate, 0);
+        assert_eq!((p.kernel, p.rounding), (Kernel::Sm80WideTrunc, Truncate));
+        let p = pick(&A100, Nearest, usize::MAX);
+        assert_eq!((p.kernel, p.rounding, p.repack_x), (Kernel::Sm80Wide, Nearest, false));
+        let p = pick(&RTX4090, Truncate, 0);
+        assert_eq!(p.kernel, Kernel::Sm80LargeTrunc, "128×256 does not fit sm_89");
+        // H200, Nearest: the TMA kernel on both operands repacked (rounded), given the room...
+        let need = 2 * 4096 * 4096 + 16384 * 4096;
+        let p = pick(&H200, Nearest, 16384 * 4096 + 4096 * 4096);
+        assert_eq!((p.kernel, p.repack_x, p.repack_w, p.rounding), (Kernel::Sm90Pingpong, true, true, Nearest));
+        assert!(p.workspace_len(s.m, s.n, s.k) < need);
+        // ...else the mma.sync kernels that round in registers.
+        let p = pick(&H200, Nearest, 16384 * 4096 + 4096 * 4096 - 1);
+        assert_eq!((p.kernel, p.repack_x, p.repack_w, p.rounding), (Kernel::Sm80Wide, false, false, Nearest));
+        let p = pick(&H200, Truncate, usize::MAX);
+        assert_eq!((p.kernel, p.repack_x, p.rounding), (Kernel::Sm90Pingpong, false, Truncate));
+        // Small problems round with the 64×64 tile either way (not worth a repack).
+        let small = shape(128, 256, 64);
+        let p = select_kernel(&H200, Dispatch::Auto, Nearest, small, (ALIGNED, 64), (ALIGNED, 64), usize::MAX).unwrap();
+        assert_eq!((p.kernel, p.rounding, p.repack_x), (Kernel::Sm80Small, Nearest, false));
+        // A forced kernel runs as it is, and the plan says how it rounds.
+        let p = select_kernel(&H200, Dispatch::Force(Kernel::Sm80WideTrunc), Nearest, s, a, a, usize::MAX).unwrap();
+        assert_eq!((p.rounding, p.repack_x), (Truncate, false));
+        // Unaligned operands: repacking rounds them, so even the TMA kernel gives Nearest.
+        let u = (ALIGNED, 4097);
+        let s = shape(16383, 4095, 4097);
+        let p = select_kernel(&H200, Dispatch::Auto, Truncate, s, u, u, usize::MAX).unwrap();
+        assert_eq!((p.kernel, p.rounding), (Kernel::Sm90Pingpong, Nearest));
     }
 
     #[test]

@@ -28,6 +28,19 @@ pub enum Family {
     TmaWgmma,
 }
 
+/// How a kernel turns fp32 operands into TF32 for the tensor cores (docs/EPILOGUE.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Tf32Rounding {
+    /// To nearest, ties away from zero (`cvt.rna.tf32.f32`), as cuBLAS's TF32 GEMM does: a
+    /// relative error of at most 2⁻¹¹ per operand, unbiased.
+    Nearest,
+    /// The fp32 bits go to the tensor cores, which ignore the low 13 mantissa bits (what CUTLASS's
+    /// TF32 kernels on fp32 data do): up to 2⁻¹⁰ per operand, always toward zero, so products are
+    /// biased small by about 7·10⁻⁴ on random data. Saves the conversion: 1.5× faster mma.sync
+    /// kernels on the H200 (docs/TILING.md).
+    Truncate,
+}
+
 /// Every kernel in the fatbin. Pick one with [`crate::Dispatch::Force`], or let dispatch choose.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -40,11 +53,17 @@ pub enum Kernel {
     Sm80Wide,
     /// mma.sync, 128×256×32 CTA tile, 8 warps, 3 stages, 4-byte loads (any shape and alignment).
     Sm80WideScalar,
+    /// [`Kernel::Sm80Large`] with [`Tf32Rounding::Truncate`].
+    Sm80LargeTrunc,
+    /// [`Kernel::Sm80Wide`] with [`Tf32Rounding::Truncate`].
+    Sm80WideTrunc,
     /// mma.sync, 64×64×32 CTA tile, 4 stages, 16-byte loads: small problems.
     Sm80Small,
     /// mma.sync, 64×64×32 CTA tile, 4 stages, 4-byte loads: small problems, any shape.
     Sm80SmallScalar,
-    /// TMA + wgmma ping-pong, 128×128×32 tile per consumer warpgroup, persistent (sm_90).
+    /// TMA + wgmma ping-pong, 128×128×32 tile per consumer warpgroup, persistent (sm_90). It
+    /// reads its operands straight from TMA's shared-memory tiles: [`Tf32Rounding::Truncate`],
+    /// unless they were repacked (and so rounded) first.
     Sm90Pingpong,
     /// [`Kernel::Sm90Pingpong`] with its CTAs paired into clusters of 2 along M: the two CTAs
     /// compute vertically adjacent 128×128 tiles and each TMA-multicasts half of their shared W
@@ -66,6 +85,8 @@ pub(crate) struct Spec {
     pub smem_bytes: u32,
     /// Needs k % 4 == 0, 16-byte-aligned x/w and leading dimensions that are multiples of 4.
     pub needs_vec4: bool,
+    /// What the kernel does to fp32 operands.
+    pub rounding: Tf32Rounding,
     /// CTAs per thread-block cluster, along M (1: a plain launch, no cluster).
     pub cluster_m: u32,
     /// Rows of W per TMA box (TMA kernels): `tile_n`, or `tile_n / cluster_m` when each CTA of a
@@ -73,7 +94,8 @@ pub(crate) struct Spec {
     pub w_box_rows: u32,
 }
 
-const fn sm80(name: &'static str, m: u32, n: u32, k: u32, stages: u32, threads: u32, vec4: bool) -> Spec {
+#[allow(clippy::too_many_arguments)]
+const fn sm80(name: &'static str, m: u32, n: u32, k: u32, stages: u32, threads: u32, vec4: bool, rounding: Tf32Rounding) -> Spec {
     Spec {
         name,
         family: Family::MmaSync,
@@ -84,6 +106,7 @@ const fn sm80(name: &'static str, m: u32, n: u32, k: u32, stages: u32, threads: 
         threads,
         smem_bytes: stages * (m + n) * k * 4,
         needs_vec4: vec4,
+        rounding,
         cluster_m: 1,
         w_box_rows: n,
     }
@@ -102,6 +125,7 @@ const fn sm90_pingpong(name: &'static str, cluster_m: u32, w_box_rows: u32) -> S
         threads: GE_SM90_PINGPONG_THREADS,
         smem_bytes: GE_SM90_PINGPONG_SMEM_BYTES,
         needs_vec4: true,
+        rounding: Tf32Rounding::Truncate,
         cluster_m,
         w_box_rows,
     }
@@ -109,9 +133,11 @@ const fn sm90_pingpong(name: &'static str, cluster_m: u32, w_box_rows: u32) -> S
 
 impl Kernel {
     /// Every kernel in the fatbin (dispatch has its own preference order, in `select()`).
-    pub const ALL: [Kernel; 8] = [
+    pub const ALL: [Kernel; 10] = [
         Kernel::Sm90Pingpong,
         Kernel::Sm90PingpongCluster2,
+        Kernel::Sm80WideTrunc,
+        Kernel::Sm80LargeTrunc,
         Kernel::Sm80Wide,
         Kernel::Sm80WideScalar,
         Kernel::Sm80Large,
@@ -123,12 +149,14 @@ impl Kernel {
     pub(crate) const fn spec(self) -> Spec {
         use sys::*;
         match self {
-            Kernel::Sm80Large => sm80("ge_sm80_tf32_128x128x32_s3_vec4", GE_SM80_LARGE_TILE_M, GE_SM80_LARGE_TILE_N, GE_SM80_LARGE_TILE_K, GE_SM80_LARGE_STAGES, GE_SM80_LARGE_THREADS, true),
-            Kernel::Sm80LargeScalar => sm80("ge_sm80_tf32_128x128x32_s3_scalar", GE_SM80_LARGE_TILE_M, GE_SM80_LARGE_TILE_N, GE_SM80_LARGE_TILE_K, GE_SM80_LARGE_STAGES, GE_SM80_LARGE_THREADS, false),
-            Kernel::Sm80Wide => sm80("ge_sm80_tf32_128x256x32_s3_vec4", GE_SM80_WIDE_TILE_M, GE_SM80_WIDE_TILE_N, GE_SM80_WIDE_TILE_K, GE_SM80_WIDE_STAGES, GE_SM80_WIDE_THREADS, true),
-            Kernel::Sm80WideScalar => sm80("ge_sm80_tf32_128x256x32_s3_scalar", GE_SM80_WIDE_TILE_M, GE_SM80_WIDE_TILE_N, GE_SM80_WIDE_TILE_K, GE_SM80_WIDE_STAGES, GE_SM80_WIDE_THREADS, false),
-            Kernel::Sm80Small => sm80("ge_sm80_tf32_64x64x32_s4_vec4", GE_SM80_SMALL_TILE_M, GE_SM80_SMALL_TILE_N, GE_SM80_SMALL_TILE_K, GE_SM80_SMALL_STAGES, GE_SM80_SMALL_THREADS, true),
-            Kernel::Sm80SmallScalar => sm80("ge_sm80_tf32_64x64x32_s4_scalar", GE_SM80_SMALL_TILE_M, GE_SM80_SMALL_TILE_N, GE_SM80_SMALL_TILE_K, GE_SM80_SMALL_STAGES, GE_SM80_SMALL_THREADS, false),
+            Kernel::Sm80Large => sm80("ge_sm80_tf32_128x128x32_s3_vec4", GE_SM80_LARGE_TILE_M, GE_SM80_LARGE_TILE_N, GE_SM80_LARGE_TILE_K, GE_SM80_LARGE_STAGES, GE_SM80_LARGE_THREADS, true, Tf32Rounding::Nearest),
+            Kernel::Sm80LargeTrunc => sm80("ge_sm80_tf32_128x128x32_s3_vec4_trunc", GE_SM80_LARGE_TILE_M, GE_SM80_LARGE_TILE_N, GE_SM80_LARGE_TILE_K, GE_SM80_LARGE_STAGES, GE_SM80_LARGE_THREADS, true, Tf32Rounding::Truncate),
+            Kernel::Sm80LargeScalar => sm80("ge_sm80_tf32_128x128x32_s3_scalar", GE_SM80_LARGE_TILE_M, GE_SM80_LARGE_TILE_N, GE_SM80_LARGE_TILE_K, GE_SM80_LARGE_STAGES, GE_SM80_LARGE_THREADS, false, Tf32Rounding::Nearest),
+            Kernel::Sm80Wide => sm80("ge_sm80_tf32_128x256x32_s3_vec4", GE_SM80_WIDE_TILE_M, GE_SM80_WIDE_TILE_N, GE_SM80_WIDE_TILE_K, GE_SM80_WIDE_STAGES, GE_SM80_WIDE_THREADS, true, Tf32Rounding::Nearest),
+            Kernel::Sm80WideTrunc => sm80("ge_sm80_tf32_128x256x32_s3_vec4_trunc", GE_SM80_WIDE_TILE_M, GE_SM80_WIDE_TILE_N, GE_SM80_WIDE_TILE_K, GE_SM80_WIDE_STAGES, GE_SM80_WIDE_THREADS, true, Tf32Rounding::Truncate),
+            Kernel::Sm80WideScalar => sm80("ge_sm80_tf32_128x256x32_s3_scalar", GE_SM80_WIDE_TILE_M, GE_SM80_WIDE_TILE_N, GE_SM80_WIDE_TILE_K, GE_SM80_WIDE_STAGES, GE_SM80_WIDE_THREADS, false, Tf32Rounding::Nearest),
+            Kernel::Sm80Small => sm80("ge_sm80_tf32_64x64x32_s4_vec4", GE_SM80_SMALL_TILE_M, GE_SM80_SMALL_TILE_N, GE_SM80_SMALL_TILE_K, GE_SM80_SMALL_STAGES, GE_SM80_SMALL_THREADS, true, Tf32Rounding::Nearest),
+            Kernel::Sm80SmallScalar => sm80("ge_sm80_tf32_64x64x32_s4_scalar", GE_SM80_SMALL_TILE_M, GE_SM80_SMALL_TILE_N, GE_SM80_SMALL_TILE_K, GE_SM80_SMALL_STAGES, GE_SM80_SMALL_THREADS, false, Tf32Rounding::Nearest),
             Kernel::Sm90Pingpong => sm90_pingpong("ge_sm90_tf32_128x128x32_s6_pingpong", 1, GE_SM90_PINGPONG_TILE_N),
             Kernel::Sm90PingpongCluster2 => sm90_pingpong(
                 "ge_sm90_tf32_128x128x32_s6_pingpong_c2",
@@ -152,6 +180,12 @@ impl Kernel {
     pub const fn tile(self) -> (u32, u32, u32) {
         let s = self.spec();
         (s.tile_m, s.tile_n, s.tile_k)
+    }
+
+    /// What the kernel does to fp32 operands (operands repacked into a workspace are rounded to
+    /// nearest before any kernel reads them: see [`crate::Plan::rounding`]).
+    pub const fn rounding(self) -> Tf32Rounding {
+        self.spec().rounding
     }
 
     /// CTAs per thread-block cluster along M: 1 for a plain launch, 2 for

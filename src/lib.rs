@@ -46,7 +46,7 @@ mod tma;
 pub use device::{cuda_context, DeviceInfo};
 pub use error::{Error, Operand, Result};
 pub use gemm::{Dispatch, FusedGemm, Plan};
-pub use kernels::{Family, Kernel};
+pub use kernels::{Family, Kernel, Tf32Rounding};
 pub use linear::Linear;
 pub use matrix::{MatrixMut, MatrixRef};
 

@@ -282,7 +282,7 @@ fn nan_and_inf_propagate() {
             let case = base.dispatch(d);
             let o = common::execute(&g, &case, &inputs, false);
             let plan = o.plan.expect("ran");
-            let coeff = common::coeff(common::unit_roundoff(plan.kernel), k);
+            let coeff = common::coeff(common::unit_roundoff(&plan), k);
             for r in 0..m {
                 for c in 0..n {
                     let e = want[r * n + c];

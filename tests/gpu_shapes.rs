@@ -9,7 +9,7 @@
 mod common;
 
 use common::{Case, Gpu, XDist};
-use gemm_epilogue::{Dispatch, Family, Kernel};
+use gemm_epilogue::{Dispatch, Family, Kernel, Tf32Rounding};
 
 const DIMS: [usize; 24] =
     [1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 255, 257, 1000, 1023, 1024, 1025, 4095, 4096, 4097];
@@ -65,17 +65,25 @@ fn triples() -> Vec<(usize, usize, usize)> {
 /// Runs every triple, with and without bias, through `dispatch`. Triples the forced kernel cannot
 /// take must be refused with `KernelUnavailable` (and write nothing).
 fn run_shapes(g: &Gpu, dispatch: Dispatch, test: &str) {
+    run_shapes_rounded(g, dispatch, None, test)
+}
+
+/// [`run_shapes`] with `FusedGemm::with_rounding(rounding)`; every fourth case with a workspace.
+fn run_shapes_rounded(g: &Gpu, dispatch: Dispatch, rounding: Option<Tf32Rounding>, test: &str) {
     let mut rng = common::rng(test);
     let hopper = g.is_hopper();
     let (mut ran, mut refused) = (0usize, 0usize);
     let start = std::time::Instant::now();
     for (i, (m, n, k)) in triples().into_iter().enumerate() {
         for (j, bias) in [true, false].into_iter().enumerate() {
-            let case = Case::new(m, n, k)
+            let mut case = Case::new(m, n, k)
                 .bias(bias)
                 .scale(SCALES[(2 * i + j) % SCALES.len()])
                 .dispatch(dispatch)
                 .x_dist(if i % 2 == 0 { XDist::Unit } else { XDist::Sym });
+            if let Some(r) = rounding {
+                case = case.rounding(r).workspace(i % 4 == 1);
+            }
             match dispatch {
                 Dispatch::Force(kernel) if !case.accepts(kernel, hopper) => {
                     common::expect_refused(g, &case, kernel, &mut rng);
@@ -121,6 +129,30 @@ fn shapes_sm80_wide_vec4() {
 fn shapes_sm80_wide_scalar() {
     let Some(g) = common::gpu() else { return };
     run_shapes(&g, Dispatch::Force(Kernel::Sm80WideScalar), "shapes_sm80_wide_scalar");
+}
+
+#[test]
+fn shapes_auto_round_to_nearest() {
+    let Some(g) = common::gpu() else { return };
+    run_shapes_rounded(&g, Dispatch::Auto, Some(Tf32Rounding::Nearest), "shapes_auto_round_to_nearest");
+}
+
+#[test]
+fn shapes_auto_truncate() {
+    let Some(g) = common::gpu() else { return };
+    run_shapes_rounded(&g, Dispatch::Auto, Some(Tf32Rounding::Truncate), "shapes_auto_truncate");
+}
+
+#[test]
+fn shapes_sm80_large_trunc() {
+    let Some(g) = common::gpu() else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm80LargeTrunc), "shapes_sm80_large_trunc");
+}
+
+#[test]
+fn shapes_sm80_wide_trunc() {
+    let Some(g) = common::gpu() else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm80WideTrunc), "shapes_sm80_wide_trunc");
 }
 
 #[test]
@@ -230,8 +262,12 @@ fn small_shapes_every_kernel() {
 // ---- the reference shape ----------------------------------------------------------------------
 
 fn reference_shape(g: &Gpu, dispatch: Dispatch, test: &str) {
+    reference_case(g, Case::new(16384, 4096, 4096).dispatch(dispatch), test);
+}
+
+fn reference_case(g: &Gpu, case: Case, test: &str) {
     let mut rng = common::rng(test);
-    let case = Case::new(16384, 4096, 4096).bias(true).scale(0.5).dispatch(dispatch);
+    let case = case.bias(true).scale(0.5);
     let start = std::time::Instant::now();
     let plan = common::check(g, &case, &mut rng).expect("ran");
     println!("{test}: {plan:?} checked in {:.1?}", start.elapsed());
@@ -253,6 +289,21 @@ fn reference_shape_sm80_large_vec4() {
 fn reference_shape_sm80_wide_vec4() {
     let Some(g) = common::gpu() else { return };
     reference_shape(&g, Dispatch::Force(Kernel::Sm80Wide), "reference_shape_sm80_wide_vec4");
+}
+
+#[test]
+fn reference_shape_sm80_wide_trunc() {
+    let Some(g) = common::gpu() else { return };
+    reference_shape(&g, Dispatch::Force(Kernel::Sm80WideTrunc), "reference_shape_sm80_wide_trunc");
+}
+
+/// Round-to-nearest on the reference shape with a workspace: on sm_90 the TMA kernel on operands
+/// repacked (rounded) into it.
+#[test]
+fn reference_shape_auto_round_to_nearest() {
+    let Some(g) = common::gpu() else { return };
+    let case = Case::new(16384, 4096, 4096).rounding(Tf32Rounding::Nearest).workspace(true);
+    reference_case(&g, case, "reference_shape_auto_round_to_nearest");
 }
 
 #[test]
@@ -282,7 +333,9 @@ fn every_kernel_has_a_shapes_test() {
     let covered = [
         Kernel::Sm80Large,
         Kernel::Sm80LargeScalar,
+        Kernel::Sm80LargeTrunc,
         Kernel::Sm80Wide,
+        Kernel::Sm80WideTrunc,
         Kernel::Sm80WideScalar,
         Kernel::Sm80Small,
         Kernel::Sm80SmallScalar,

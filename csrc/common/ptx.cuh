@@ -17,6 +17,27 @@ __device__ __forceinline__ uint32_t cvt_rna_tf32(float x) {
 // The same rounding, kept as a float (the low 13 mantissa bits cleared).
 __device__ __forceinline__ float round_tf32(float x) { return __uint_as_float(cvt_rna_tf32(x)); }
 
+// Round to nearest (ties away) for an operand the tensor core then truncates: mma reads only
+// the top 19 bits of a .tf32 register, so adding half a TF32 ulp to the magnitude first turns
+// that truncation into cvt_rna_tf32's rounding, for every finite value and +-Inf (CUTLASS calls
+// this round_half_ulp_truncate). Three integer ops, no predicates (cvt.rna.tf32 compiles to a
+// compare, a predicated add and predicate spills: measured 9 % slower in the mma.sync mainloop).
+// The two max ops undo the add when it carried out of the magnitude (NaN payloads >= 0x7ffff000
+// of either sign, such as CUDA's 0x7fffffff), so NaN stays NaN; as with truncation, only a NaN
+// whose payload lies entirely in the 13 dropped bits reads as +-Inf.
+__device__ __forceinline__ uint32_t add_half_ulp_tf32(uint32_t x) {
+    uint32_t r;
+    asm("{\n\t"
+        ".reg .u32 t;\n\t"
+        "add.u32 t, %1, 0x1000;\n\t"
+        "max.s32 t, t, %1;\n\t"
+        "max.u32 %0, t, %1;\n\t"
+        "}"
+        : "=r"(r)
+        : "r"(x));
+    return r;
+}
+
 // Shared-memory address as the 32-bit value that cp.async / ld.shared take.
 __device__ __forceinline__ uint32_t smem_addr(const void *p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -41,6 +62,15 @@ template <int Pending>
 __device__ __forceinline__ void cp_async_wait() {
     static_assert(Pending >= 0 && Pending < 8, "cp.async.wait_group takes a small immediate");
     asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
+}
+
+// Four 8x8 matrices of 16-byte rows from shared memory, one register each: lanes 8j..8j+7 give
+// the row addresses of matrix j, and lane l receives word l%4 of row l/4 of every matrix. Typed
+// .b16, but on 32-bit data each row is 4 words, so matrix j lands as a tf32 fragment register.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t smem_row_addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_row_addr));
 }
 
 // D = A(16x8, row) * B(8x8, col) + D, tf32 inputs, fp32 accumulators.

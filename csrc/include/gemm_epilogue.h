@@ -17,7 +17,8 @@
 /* ---- The problem, as every kernel family sees it ------------------------------------- */
 
 /* One fused Linear + epilogue call. Shapes are validated on the host before any launch:
- * m, n >= 1, k >= 0, each < 2^31; ld* >= the row width; every row lies inside its buffer. */
+ * m, n >= 1, k >= 0, each <= 2^31 - 1024 (so tile round-ups stay in int32); ld* >= the row
+ * width; every row lies inside its buffer. */
 typedef struct GeProblem {
     const float *x;    /* X: m x k, row stride ldx                                    */
     const float *w;    /* W: n x k, row stride ldw (nn.Linear's weight layout)        */
@@ -62,7 +63,9 @@ typedef struct GeRepackParams {
  * ceil(m/TILE_M) * ceil(n/TILE_N) CTAs, rasterised in the kernel. Dynamic shared memory:
  * STAGES * (TILE_M + TILE_N) * TILE_K * sizeof(float) bytes.
  * Each configuration exists twice: `_vec4` (16-byte cp.async; needs k % 4 == 0, x and w
- * 16-byte aligned, ldx and ldw multiples of 4) and `_scalar` (4-byte cp.async, any shape). */
+ * 16-byte aligned, ldx and ldw multiples of 4) and `_scalar` (4-byte cp.async, any shape).
+ * Operands are rounded to TF32 (nearest, ties away) in registers, except in the `_vec4_trunc`
+ * kernels of the large and wide tiles, which pass fp32 bits and let the tensor core truncate. */
 
 /* "large": 128x128x32 CTA tile, 4 warps of 64x64, 3 stages (96 KiB; fits sm_86/89 too) */
 #define GE_SM80_LARGE_TILE_M 128

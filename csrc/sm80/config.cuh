@@ -11,10 +11,17 @@ enum class OperandAccess {
     Scalar,  // 4-byte cp.async: any k, any 4-byte-aligned pointer and leading dimension
 };
 
+// How fp32 operands become TF32 before the tensor core sees them.
+enum class Rounding {
+    Nearest,   // to nearest, ties away, in registers after each fragment load (what cuBLAS does)
+    Truncate,  // raw fp32 bits; the tensor core ignores the low 13 mantissa bits
+};
+
 template <int TileM_, int TileN_, int TileK_,  // CTA tile (BLK_M, BLK_N, BLK_K)
           int WarpM_, int WarpN_,              // warp tile
           int Stages_,                         // cp.async pipeline depth
           OperandAccess Access_,
+          Rounding Rounding_ = Rounding::Nearest,
           class Epilogue_ = epilogue::BiasScaleResidual>  // applied to each accumulator
 struct Config {
     static constexpr int kTileM = TileM_;
@@ -24,6 +31,7 @@ struct Config {
     static constexpr int kWarpN = WarpN_;
     static constexpr int kStages = Stages_;
     static constexpr OperandAccess kAccess = Access_;
+    static constexpr Rounding kRounding = Rounding_;
     using Epilogue = Epilogue_;
 
     // Instruction: mma.sync.aligned.m16n8k8 tf32.

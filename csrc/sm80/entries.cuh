@@ -18,6 +18,10 @@ using Wide = Config<GE_SM80_WIDE_TILE_M, GE_SM80_WIDE_TILE_N, GE_SM80_WIDE_TILE_
                     /*WarpM*/ 64, /*WarpN*/ 64, GE_SM80_WIDE_STAGES, OperandAccess::Vec4>;
 using WideScalar = Config<GE_SM80_WIDE_TILE_M, GE_SM80_WIDE_TILE_N, GE_SM80_WIDE_TILE_K,
                           /*WarpM*/ 64, /*WarpN*/ 64, GE_SM80_WIDE_STAGES, OperandAccess::Scalar>;
+using WideTrunc = Config<GE_SM80_WIDE_TILE_M, GE_SM80_WIDE_TILE_N, GE_SM80_WIDE_TILE_K,
+                         /*WarpM*/ 64, /*WarpN*/ 64, GE_SM80_WIDE_STAGES, OperandAccess::Vec4, Rounding::Truncate>;
+using LargeTrunc = Config<GE_SM80_LARGE_TILE_M, GE_SM80_LARGE_TILE_N, GE_SM80_LARGE_TILE_K,
+                          /*WarpM*/ 64, /*WarpN*/ 64, GE_SM80_LARGE_STAGES, OperandAccess::Vec4, Rounding::Truncate>;
 using Small = Config<GE_SM80_SMALL_TILE_M, GE_SM80_SMALL_TILE_N, GE_SM80_SMALL_TILE_K,
                      /*WarpM*/ 32, /*WarpN*/ 32, GE_SM80_SMALL_STAGES, OperandAccess::Vec4>;
 using SmallScalar = Config<GE_SM80_SMALL_TILE_M, GE_SM80_SMALL_TILE_N, GE_SM80_SMALL_TILE_K,
@@ -39,6 +43,8 @@ GE_SM80_ENTRY(ge_sm80_tf32_128x128x32_s3_vec4, ge::sm80::Large)
 GE_SM80_ENTRY(ge_sm80_tf32_128x128x32_s3_scalar, ge::sm80::LargeScalar)
 GE_SM80_ENTRY(ge_sm80_tf32_128x256x32_s3_vec4, ge::sm80::Wide)
 GE_SM80_ENTRY(ge_sm80_tf32_128x256x32_s3_scalar, ge::sm80::WideScalar)
+GE_SM80_ENTRY(ge_sm80_tf32_128x128x32_s3_vec4_trunc, ge::sm80::LargeTrunc)
+GE_SM80_ENTRY(ge_sm80_tf32_128x256x32_s3_vec4_trunc, ge::sm80::WideTrunc)
 GE_SM80_ENTRY(ge_sm80_tf32_64x64x32_s4_vec4, ge::sm80::Small)
 GE_SM80_ENTRY(ge_sm80_tf32_64x64x32_s4_scalar, ge::sm80::SmallScalar)
 

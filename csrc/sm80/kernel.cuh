@@ -24,11 +24,19 @@ __device__ __forceinline__ void tile_coords(int block, int m, int n, int &tile_m
     tile_n = in_group / group_m;
 }
 
+// Mainloop, per k-tile kt (CUTLASS's multistage schedule, one barrier per k-tile):
+//   k-step 0      issue the cp.async of k-tile kt + STAGES - 1 into the stage freed last k-tile
+//   k-step s      load the fragments of k-step s + 1 while the mma of k-step s issue
+//   k-step 3      wait for k-tile kt + 1 and barrier (it is then visible, and every warp is done
+//                 reading k-tile kt - 1's stage), then load its k-step 0 fragments
+// so the tensor cores have a k-step of mma queued while loads, waits and the barrier resolve.
 template <class Cfg>
 __device__ __forceinline__ void fused_gemm(const GeProblem &p, float *smem, int block, int tid) {
-    using XLoader = SmemTileLoader<Cfg::kTileM, Cfg::kThreads, Cfg::kAccess, TileOrder::RowPairsInterleaved>;
-    using WLoader = SmemTileLoader<Cfg::kTileN, Cfg::kThreads, Cfg::kAccess, TileOrder::KMajor>;
+    using XLoader = SmemTileLoader<Cfg::kTileM, Cfg::kThreads, Cfg::kAccess>;
+    using WLoader = SmemTileLoader<Cfg::kTileN, Cfg::kThreads, Cfg::kAccess>;
+    using Mma = WarpMma<Cfg>;
     constexpr int kStages = Cfg::kStages;
+    constexpr int kKSteps = Mma::kKSteps;
 
     int tile_m, tile_n;
     tile_coords<Cfg>(block, p.m, p.n, tile_m, tile_n);
@@ -36,14 +44,15 @@ __device__ __forceinline__ void fused_gemm(const GeProblem &p, float *smem, int 
     const int warp = tid / 32, lane = tid % 32;
     const int warp_m = warp / Cfg::kWarpsN, warp_n = warp % Cfg::kWarpsN;
 
-    // Stage s: x_tile(s) = smem + s * kStageFloats, (TILE_M, 32); w_tile(s) follows, (TILE_N, 32).
-    auto x_tile = [&](int s) { return smem + s * Cfg::kStageFloats; };
-    auto w_tile = [&](int s) { return smem + s * Cfg::kStageFloats + Cfg::kTileM * Cfg::kTileK; };
+    // Stage s: X tile (TILE_M, 32) at smem + s * kStageFloats, then the W tile (TILE_N, 32).
     auto load_stage = [&](int s, int k_tile) {
+        float *x_tile = smem + s * Cfg::kStageFloats;
         const int k0 = k_tile * Cfg::kTileK;
-        XLoader::load(x_tile(s), p.x, p.ldx, p.m, p.k, m0, k0, tid);
-        WLoader::load(w_tile(s), p.w, p.ldw, p.n, p.k, n0, k0, tid);
+        XLoader::load(x_tile, p.x, p.ldx, p.m, p.k, m0, k0, tid);
+        WLoader::load(x_tile + Cfg::kTileM * Cfg::kTileK, p.w, p.ldw, p.n, p.k, n0, k0, tid);
     };
+    const uint32_t smem_base = ptx::smem_addr(smem);
+    auto stage_addr = [&](int s) { return smem_base + s * Cfg::kStageFloats * 4; };
 
     const int k_tiles = (p.k + Cfg::kTileK - 1) / Cfg::kTileK;  // k == 0: no iterations, v = bias
 
@@ -54,18 +63,37 @@ __device__ __forceinline__ void fused_gemm(const GeProblem &p, float *smem, int 
         ptx::cp_async_commit();
     }
 
-    WarpMma<Cfg> mma;
+    Mma mma;
     mma.clear();
-    const auto lane_offsets = WarpMma<Cfg>::lane_offsets(warp_m, warp_n, lane);
+    const auto offsets = Mma::lane_offsets(warp_m, warp_n, lane);
+    typename Mma::Frags frag[2];
+    if (k_tiles > 0) {
+        ptx::cp_async_wait<kStages - 2>();  // k-tile 0 landed (this thread's copies)...
+        __syncthreads();                    // ...and everyone's
+        Mma::load(frag[0], stage_addr(0), offsets, 0);
+    }
+    int read_stage = 0, write_stage = kStages - 1;
     for (int kt = 0; kt < k_tiles; ++kt) {
-        ptx::cp_async_wait<kStages - 2>();  // this thread's copies of k-tile kt have landed:
-        XLoader::finish(x_tile(kt % kStages), tid);  // round (and arrange) them in place, once,
-        WLoader::finish(w_tile(kt % kStages), tid);
-        __syncthreads();                    // then publish the stage; stage kt-1 is free again
-        const int next = kt + kStages - 1;
-        if (next < k_tiles) load_stage(next % kStages, next);
-        ptx::cp_async_commit();
-        mma.step(x_tile(kt % kStages), lane_offsets);
+#pragma unroll
+        for (int s = 0; s < kKSteps; ++s) {
+            if (s == kKSteps - 1) {
+                ptx::cp_async_wait<kStages - 2>();  // k-tile kt + 1 landed
+                __syncthreads();
+                read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;
+            }
+            if (s < kKSteps - 1) {
+                Mma::load(frag[(s + 1) & 1], stage_addr(read_stage), offsets, s + 1);
+            } else if (kt + 1 < k_tiles) {
+                Mma::load(frag[0], stage_addr(read_stage), offsets, 0);
+            }
+            if (s == 0) {
+                const int next = kt + kStages - 1;
+                if (next < k_tiles) load_stage(write_stage, next);
+                ptx::cp_async_commit();
+                write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
+            }
+            mma.mma(frag[s & 1]);
+        }
     }
     ptx::cp_async_wait<0>();  // nothing may still target smem when the CTA exits
 
