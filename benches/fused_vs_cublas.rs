@@ -28,6 +28,12 @@
 //! parts, when the filter is a substring of one of its benchmark ids `group/function`).
 //! `GEMM_EPILOGUE_ROUNDS=n` changes the interleaved rounds (default 30).
 //!
+//! Before the first shape it runs all of the shape's variants for `GEMM_EPILOGUE_SOAK_S`
+//! seconds (default 15): a cold H200 first runs at its top clock and only settles at its power
+//! cap after seconds of GEMM load, and cuBLAS gains more from the cold clock than our kernel
+//! does (docs/BENCHMARKS.md), so unsoaked first shapes measure a state no sustained workload
+//! sees. `GEMM_EPILOGUE_SOAK_S=0` measures the card as it comes.
+//!
 //! Without a GPU it prints `skipped: <reason>` and exits 0, unless `GEMM_EPILOGUE_REQUIRE_GPU=1`,
 //! then it exits 1.
 
@@ -184,8 +190,8 @@ impl<'g> Case<'g> {
         };
         match plan {
             Some(p) => println!(
-                "[{m}x{n}x{k}] seed {seed:#x}; fused (Auto) runs {} (grid {}, block {}, smem {} B, repack x {} w {})",
-                p.kernel, p.grid, p.block, p.smem_bytes, p.repack_x, p.repack_w
+                "[{m}x{n}x{k}] seed {seed:#x}; fused (Auto) runs {} (grid {}, block {}, smem {} B, repack x {} w {}, split-K tiles {})",
+                p.kernel, p.grid, p.block, p.smem_bytes, p.repack_x, p.repack_w, p.stream_k_tiles
             ),
             None => println!("[{m}x{n}x{k}] seed {seed:#x}; fused: nothing to do"),
         }
@@ -263,6 +269,22 @@ impl<'g> Case<'g> {
         end.record(&self.stream).expect("event record");
         let ms = start.elapsed_ms(&end).expect("event elapsed");
         Duration::from_secs_f64(ms as f64 * 1e-3)
+    }
+
+    /// Runs every available variant in turn for `secs` seconds (see the module docs).
+    fn soak(&mut self, secs: f64) {
+        let start = std::time::Instant::now();
+        let mut calls = 0u64;
+        while start.elapsed().as_secs_f64() < secs {
+            for v in self.variants.clone() {
+                if self.available(v) {
+                    self.launch(v).unwrap_or_else(|e| panic!("{}: {e}", v.label()));
+                    calls += 1;
+                }
+            }
+            self.stream.synchronize().expect("synchronize");
+        }
+        println!("[{}x{}x{}] soaked {calls} calls in {:.1} s", self.m, self.n, self.k, start.elapsed().as_secs_f64());
     }
 
     fn warm_up(&mut self) {
@@ -463,6 +485,7 @@ fn main() {
     let device = format!("{} (sm_{}{}, {} SMs)", ctx.name().unwrap_or_else(|_| "unknown GPU".into()), gemm.device().compute_capability.0, gemm.device().compute_capability.1, gemm.device().sm_count);
     println!("device: {device}");
     let rounds = std::env::var("GEMM_EPILOGUE_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(30usize).max(1);
+    let mut soak_s: f64 = std::env::var("GEMM_EPILOGUE_SOAK_S").ok().and_then(|v| v.parse().ok()).unwrap_or(15.0);
 
     let mut c = Criterion::default()
         .sample_size(10)
@@ -478,6 +501,10 @@ fn main() {
         }
         let mut case = Case::new(&ctx, &stream, &gemm, &blas, &lt, (m, n, k), variants(group_name))
             .unwrap_or_else(|e| panic!("{group_name}: setup: {e}"));
+        if args.bench_mode && soak_s > 0.0 {
+            case.soak(soak_s);
+            soak_s = 0.0;
+        }
         case.warm_up();
 
         let mut group = c.benchmark_group(group_name);

@@ -46,14 +46,56 @@ pub struct Plan {
     /// How the operands the tensor cores saw were converted to TF32: the kernel's own
     /// [`Kernel::rounding`], or [`Tf32Rounding::Nearest`] when both operands were repacked.
     pub rounding: Tf32Rounding,
+    /// Tiles of the last, partial wave that all CTAs share along K (stream-K, with one partial
+    /// tile per CTA in the workspace; or split-K when there are fewer tiles than SMs). 0: none,
+    /// every CTA computes whole tiles (always so without a workspace).
+    pub stream_k_tiles: u32,
 }
 
 impl Plan {
-    /// f32 elements of workspace the plan uses (0 without repacks).
+    /// f32 elements of workspace the plan uses (0 without repacks or stream-K).
     pub fn workspace_len(&self, m: usize, n: usize, k: usize) -> usize {
         let ld = repacked_ld(k);
-        (self.repack_x as usize) * m * ld + (self.repack_w as usize) * n * ld
+        let repacks = (self.repack_x as usize) * m * ld + (self.repack_w as usize) * n * ld;
+        repacks + if self.stream_k_tiles > 0 { stream_k_len(self.kernel, self.grid) } else { 0 }
     }
+}
+
+/// f32 elements of one CTA's partial tile.
+fn partial_tile_len(kernel: Kernel) -> usize {
+    let (tm, tn, _) = kernel.tile();
+    tm as usize * tn as usize
+}
+
+/// Workspace of stream-K: `grid` partial tiles, then `grid` i32 counters (at most one per CTA).
+fn stream_k_len(kernel: Kernel, grid: u32) -> usize {
+    grid as usize * (partial_tile_len(kernel) + 1)
+}
+
+/// Least k-blocks per CTA for which splitting a tile along K (when there are fewer tiles than
+/// SMs) is worth a partial-tile round trip.
+const SPLIT_K_MIN_BLOCKS: u64 = 8;
+
+/// Split-K (stream-K over every tile) for a TMA kernel without clusters: (grid, stream-K tiles)
+/// when there are fewer tiles than SMs, enough K to share and room in the workspace left after
+/// `used`; else None.
+fn stream_k(device: &DeviceInfo, kernel: Kernel, s: Shape, workspace: usize, used: usize) -> Option<(u64, u64)> {
+    let spec = kernel.spec();
+    if spec.family != Family::TmaWgmma || spec.cluster_m != 1 || s.k == 0 {
+        return None;
+    }
+    let (t, sms) = (tiles(s, kernel), device.sm_count as u64);
+    let k_blocks = (s.k as u64).div_ceil(spec.tile_k as u64);
+    // Only with fewer tiles than SMs: every tile split along K (at least SPLIT_K_MIN_BLOCKS per
+    // CTA). The kernel can also share just the last, partial wave of a larger problem (T % SMs
+    // tiles), but on the H200 that measured slower than leaving it alone (docs/TILING.md).
+    if t >= sms {
+        return None;
+    }
+    let (grid, sk) = ((t * k_blocks / SPLIT_K_MIN_BLOCKS).min(sms), t);
+    let enough_work = grid > t;
+    let fits = workspace.saturating_sub(used) >= stream_k_len(kernel, grid as u32);
+    (enough_work && fits).then_some((grid, sk))
 }
 
 /// The fused `out = (v*s) + v`, `v = x·wᵀ + b` kernels, loaded into one CUDA context.
@@ -268,7 +310,16 @@ impl FusedGemm {
         if plan.repack_w {
             self.repack(stream, (w_ptr, w.ld), shape.n, shape.k, ws_next, padded_ld)?;
             wk = (ws_next, padded_ld);
+            ws_next += (shape.n * padded_ld * 4) as u64;
         }
+        // Stream-K: one partial tile per CTA, then the per-tile arrival counters, zeroed here.
+        let (partials, flags) = if plan.stream_k_tiles > 0 {
+            let flags = ws_next + plan.grid as u64 * partial_tile_len(plan.kernel) as u64 * 4;
+            launch::zero_i32(stream, flags, plan.stream_k_tiles as usize)?;
+            (ws_next, flags)
+        } else {
+            (0, 0)
+        };
 
         let problem = GeProblem {
             x: xk.0 as *const f32,
@@ -307,6 +358,9 @@ impl FusedGemm {
                     x_map: tma::encode_k_major(xk.0, shape.m, shape.k, xk.1, spec.tile_m, spec.tile_k)?,
                     w_map: tma::encode_k_major(wk.0, shape.n, shape.k, wk.1, spec.w_box_rows, spec.tile_k)?,
                     problem,
+                    partials: partials as *mut f32,
+                    flags: flags as *mut i32,
+                    sk_tiles: plan.stream_k_tiles as i32,
                 };
                 if spec.cluster_m == 1 {
                     let mut launch = stream.launch_builder(function);
@@ -515,11 +569,14 @@ pub(crate) fn select_kernel(
     let spec = kernel.spec();
     let repack = spec.needs_vec4 && !direct;
     let (repack_x, repack_w) = (round_by_repack || (repack && !x_ok), round_by_repack || (repack && !w_ok));
-    let grid = match spec.family {
-        Family::MmaSync => tiles(s, kernel),
+    let repack_used = (repack_x as usize) * s.m * padded_ld + (repack_w as usize) * s.n * padded_ld;
+    let stream_k = stream_k(device, kernel, s, workspace, repack_used);
+    let grid = match (spec.family, stream_k) {
+        (_, Some((grid, _))) => grid,
+        (Family::MmaSync, None) => tiles(s, kernel),
         // Persistent: one CTA (cluster) per (cluster) tile, at most as many as are resident at
         // once: one CTA per SM, or what cuOccupancyMaxActiveClusters said at load time.
-        Family::TmaWgmma => {
+        (Family::TmaWgmma, None) => {
             let resident = if spec.cluster_m == 1 { device.sm_count } else { device.max_active_clusters };
             spec.cluster_m as u64 * cluster_tiles(s, kernel).min(resident as u64)
         }
@@ -536,6 +593,7 @@ pub(crate) fn select_kernel(
         repack_x,
         repack_w,
         rounding: if repack_x && repack_w { Tf32Rounding::Nearest } else { spec.rounding },
+        stream_k_tiles: stream_k.map_or(0, |(_, sk)| sk as u32),
     })
 }
 
@@ -734,6 +792,46 @@ mod tests {
         let s = shape(16383, 4095, 4097);
         let p = select_kernel(&H200, Dispatch::Auto, Truncate, s, u, u, usize::MAX).unwrap();
         assert_eq!((p.kernel, p.rounding), (Kernel::Sm90Pingpong, Nearest));
+    }
+
+    #[test]
+    fn split_k_when_fewer_tiles_than_sms_and_a_workspace_has_room() {
+        let a = |k| (ALIGNED, k);
+        let plan = |s: Shape, ws| select(&H200, Dispatch::Auto, s, a(s.k), a(s.k), ws).unwrap();
+        let sk_len = |grid: usize| grid * (128 * 128 + 1);
+        // At least as many tiles as SMs: the plain persistent schedule (the partial last wave is
+        // not shared: measured slower), and no workspace for it.
+        let s = shape(16384, 4096, 4096);
+        let p = plan(s, usize::MAX);
+        assert_eq!((p.kernel, p.grid, p.stream_k_tiles, p.workspace_len(s.m, s.n, s.k)), (Kernel::Sm90Pingpong, 132, 0, 0));
+        assert_eq!(plan(shape(4096, 4096, 4096), usize::MAX).stream_k_tiles, 0);
+        // Fewer tiles than SMs: split-K, at least 8 k-blocks per CTA.
+        let s = shape(1, 4096, 4096);
+        let p = plan(s, usize::MAX);
+        assert_eq!((p.grid, p.stream_k_tiles), (132, 32));
+        assert_eq!(p.workspace_len(s.m, s.n, s.k), sk_len(132));
+        // One element short of the partial tiles: one CTA per tile, no error.
+        let p = plan(s, sk_len(132) - 1);
+        assert_eq!((p.grid, p.stream_k_tiles, p.workspace_len(s.m, s.n, s.k)), (32, 0, 0));
+        let p = plan(shape(300, 520, 512), usize::MAX);
+        assert_eq!((p.grid, p.stream_k_tiles), (30, 15));
+        // Too little K to split: 15 tiles × 2 k-blocks.
+        assert_eq!(plan(shape(300, 520, 64), usize::MAX).stream_k_tiles, 0);
+        // Repacks come first in the workspace; split-K only if room is left after them.
+        let u = shape(1000, 3000, 4097);
+        let repacks = (1000 + 3000) * 4128;
+        let p = select(&H200, Dispatch::Auto, u, a(4097), a(4097), repacks).unwrap();
+        assert_eq!((p.repack_x, p.grid, p.stream_k_tiles), (true, 132, 0), "192 tiles: no split");
+        let u = shape(500, 3000, 4097);
+        let repacks = (500 + 3000) * 4128;
+        let p = select(&H200, Dispatch::Auto, u, a(4097), a(4097), repacks + sk_len(132)).unwrap();
+        assert_eq!((p.repack_x, p.grid, p.stream_k_tiles), (true, 132, 4 * 24));
+        // Neither the cluster kernel nor mma.sync kernels use it.
+        let c2 = Dispatch::Force(Kernel::Sm90PingpongCluster2);
+        assert_eq!(select(&H200, c2, s, a(4096), a(4096), usize::MAX).unwrap().stream_k_tiles, 0);
+        let s = shape(16384, 4096, 4096);
+        let p = select(&A100, Dispatch::Auto, s, a(4096), a(4096), usize::MAX).unwrap();
+        assert_eq!((p.stream_k_tiles, p.workspace_len(s.m, s.n, s.k)), (0, 0));
     }
 
     #[test]

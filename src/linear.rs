@@ -74,9 +74,10 @@ impl Linear {
     }
 
     /// `x` is `rows × in_features`, dense. Allocates the `rows × out_features` output on `x`'s
-    /// stream and fills it there (asynchronously; no host synchronisation). When `in_features`
-    /// is not a multiple of 4 it also allocates the workspace that lets the fast kernels run
-    /// (see [`FusedGemm::run_with_workspace`]).
+    /// stream and fills it there (asynchronously; no host synchronisation). When the call can
+    /// use one it also allocates a workspace (see [`FusedGemm::run_with_workspace`]): to repack
+    /// x and W when `in_features` is not a multiple of 4, and for stream-K's partial tiles on
+    /// sm_90. [`Linear::forward_into`] allocates nothing and uses neither.
     pub fn forward(&self, x: &CudaSlice<f32>, rows: usize) -> Result<CudaSlice<f32>> {
         let stream = x.stream().clone();
         let x = MatrixRef::from_slice(x, rows, self.in_features);

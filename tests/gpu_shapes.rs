@@ -257,6 +257,53 @@ fn small_shapes_every_kernel() {
         let plan = common::check(&g, &unaligned, &mut rng).expect("ran");
         assert!(plan.repack_x && plan.repack_w, "{plan:?}");
     }
+    if hopper {
+        // Split-K through the workspace: 15 tiles over 30 CTAs.
+        let split = Case::new(300, 520, 512).workspace(true).force(Kernel::Sm90Pingpong);
+        let plan = common::check(&g, &split, &mut rng).expect("ran");
+        assert!(plan.stream_k_tiles == 15 && plan.grid == 30, "{plan:?}");
+    }
+}
+
+/// Split-K (sm_90 TMA kernel with a workspace): shapes with fewer tiles than SMs have every tile
+/// split along K over up to 132 CTAs (stream-K over all tiles), each checked against f64 and
+/// cuBLAS and run twice: the partial sums are added in a fixed order, so both outputs must be
+/// bitwise equal. Larger shapes must keep the plain persistent schedule.
+#[test]
+fn stream_k_shapes() {
+    let Some(g) = common::gpu() else { return };
+    if !g.is_hopper() {
+        println!("skipped: stream-K belongs to the sm_90 TMA kernel, this is {:?}", g.gemm.device().compute_capability);
+        return;
+    }
+    let mut rng = common::rng("stream_k_shapes");
+    let shapes = [
+        (1, 4096, 4096),    // 32 tiles: split-K, ~4 CTAs a tile
+        (129, 1000, 2048),  // 16 tiles, M and N tails
+        (300, 520, 512),    // 15 tiles, 2 CTAs a tile
+        (64, 8192, 640),    // 64 tiles, 2 CTAs a tile and a ragged split of 20 k-blocks
+        (1280, 1792, 1024), // 140 tiles: plain persistent
+        (4096, 4096, 4096), // 1024 tiles: plain persistent
+    ];
+    for (i, &(m, n, k)) in shapes.iter().enumerate() {
+        let case = Case::new(m, n, k)
+            .force(Kernel::Sm90Pingpong)
+            .workspace(true)
+            .bias(i % 2 == 0)
+            .scale(if i % 3 == 0 { 0.5 } else { -2.0 })
+            .x_dist(if i % 2 == 0 { XDist::Unit } else { XDist::Sym });
+        let inputs = common::Inputs::generate(&case, &mut rng);
+        let plan = common::check_inputs(&g, &case, &inputs, &mut rng).expect("ran");
+        let expect_sk = m * n <= 64 * 8192;
+        assert_eq!(plan.stream_k_tiles > 0, expect_sk, "{plan:?} for {m}x{n}x{k}");
+        let again = common::execute(&g, &case, &inputs, false);
+        let first = common::execute(&g, &case, &inputs, false);
+        assert!(
+            first.fused.iter().zip(&again.fused).all(|(a, b)| a.to_bits() == b.to_bits()),
+            "stream-K output differs between two runs for {m}x{n}x{k} ({plan:?})"
+        );
+        println!("{m}x{n}x{k}: {plan:?}");
+    }
 }
 
 // ---- the reference shape ----------------------------------------------------------------------

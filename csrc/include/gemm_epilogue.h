@@ -101,6 +101,14 @@ typedef struct GeSm90Params {
     GeTensorMap x_map; /* X as a 2-D tensor {k, m} (k innermost), box {TILE_K, TILE_M}, 128B swizzle */
     GeTensorMap w_map; /* W as a 2-D tensor {k, n} (k innermost), box {TILE_K, TILE_N}, 128B swizzle */
     GeProblem problem; /* pointers for the epilogue (bias, out) and the shape */
+    /* Stream-K (csrc/sm90/stream_k.cuh; ping-pong kernel without cluster only): the last sk_tiles
+     * tiles of the schedule are split along K across all CTAs (the host uses it as split-K: all
+     * tiles, when there are fewer than SMs). partials: grid x TILE_M*TILE_N fp32 (one partial tile
+     * per CTA); flags: sk_tiles int32 counters, zero at launch. Requires (num_tiles - sk_tiles) %
+     * grid == 0 and grid <= resident CTAs. sk_tiles == 0: none (both pointers may be NULL). */
+    float *partials;
+    int32_t *flags;
+    int32_t sk_tiles;
 } GeSm90Params;
 
 /* "pingpong": warp-specialized persistent kernel, 1 producer + 2 consumer warpgroups, each

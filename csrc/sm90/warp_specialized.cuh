@@ -18,6 +18,7 @@
 #include "../include/gemm_epilogue.h"
 #include "ptx.cuh"
 #include "smem_layout.cuh"
+#include "stream_k.cuh"
 #include "tile_scheduler.cuh"
 
 namespace ge::sm90 {
@@ -66,6 +67,10 @@ struct KernelConfig {
     // Named barrier ids (0 is __syncthreads): ORDER_BARRIER + c is "consumer c may start its mainloop".
     static constexpr uint32_t ORDER_BARRIER = 1;
     static constexpr uint32_t ORDER_BARRIER_THREADS = 2 * WARPGROUP_THREADS;
+    // WARPGROUP_BARRIER + c: the 128 threads of consumer c (stream-K partial hand-off).
+    static constexpr uint32_t WARPGROUP_BARRIER = 3;
+    // Stream-K needs one consumer per tile and no cluster (one partial slot per CTA).
+    static constexpr bool STREAM_K = !COOPERATIVE && CLUSTER_M_ == 1;
 
     static_assert(TILE_N == 128 || TILE_N == 256, "wrapped wgmma shapes: m64n128k8, m64n256k8");
     static_assert(CONSUMER_ROWS % WGMMA_M == 0, "rows per consumer: multiple of 64 (one warpgroup wgmma)");
@@ -99,14 +104,16 @@ struct PipelineState {
 // multicasts lands in all of them), and the full[s] bytes come from every CTA's slice.
 template <class Cfg>
 __device__ __forceinline__ void produce(const GeSm90Params &p, typename Cfg::Storage &s,
-                                        const typename Cfg::Scheduler &sched, int k_tiles, int first_tile,
-                                        int tile_stride, int cta_rank) {
+                                        const typename Cfg::Scheduler &sched, const StreamKSchedule &work,
+                                        int cta_rank) {
     constexpr uint32_t kSliceElems = Cfg::B_SLICE_ROWS * Cfg::TILE_K;
     PipelineState pipe{0, 0};
-    for (int id = first_tile; id < sched.num_tiles; id += tile_stride) {
-        const auto tile = sched.tile(id);
+    const int items = work.items();
+    for (int j = 0; j < items; ++j) {
+        const WorkItem w = work.item(j);
+        const auto tile = sched.tile(w.tile);
         const int m0 = tile.m0 + cta_rank * Cfg::TILE_M;
-        for (int kb = 0; kb < k_tiles; ++kb) {
+        for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
             ptx::mbarrier_wait(&s.empty[pipe.stage], pipe.phase ^ 1);  // first lap passes at once
             ptx::mbarrier_arrive_expect_tx(&s.full[pipe.stage], Cfg::Storage::kStageBytes);
             // (TILE_M, TILE_K) of X at (m0, k0); OOB rows/columns -> zeros.
@@ -217,26 +224,27 @@ __device__ __forceinline__ void store_tile(const GeProblem &prob, int m0, int n0
 // this CTA, whole. Cooperative: every tile j, rows consumer * CONSUMER_ROWS.. of it.
 template <class Cfg>
 __device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Storage &s,
-                                        const typename Cfg::Scheduler &sched, int k_tiles, int first_tile,
-                                        int tile_stride, int cta_rank, int consumer, int warp, int lane) {
+                                        const typename Cfg::Scheduler &sched, const StreamKSchedule &work,
+                                        int cta_rank, int consumer, int warp, int lane) {
     const GeProblem &prob = p.problem;
     const bool vec2 = (prob.ldo % 2 == 0) && ((reinterpret_cast<uintptr_t>(prob.out) & 7) == 0);
     const int row0 = Cfg::COOPERATIVE ? consumer * Cfg::CONSUMER_ROWS : 0;
-    for (int j = Cfg::COOPERATIVE ? 0 : consumer;; j += Cfg::TILE_STEP) {
-        const int id = first_tile + j * tile_stride;
-        if (id >= sched.num_tiles) break;
-        const auto tile = sched.tile(id);
-        // The ring is shared: tile j starts at ring iteration j * k_tiles.
-        PipelineState pipe = PipelineState::at<Cfg::STAGES>(static_cast<uint64_t>(j) * k_tiles);
+    const int wg_thread = warp * 32 + lane;
+    const int items = work.items();
+    for (int j = Cfg::COOPERATIVE ? 0 : consumer; j < items; j += Cfg::TILE_STEP) {
+        const WorkItem w = work.item(j);
+        const auto tile = sched.tile(w.tile);
+        // The ring is shared: an item starts at the ring iteration after all earlier items' k-blocks.
+        PipelineState pipe = PipelineState::at<Cfg::STAGES>(w.iteration);
 
-        // Wait for the other consumer to finish issuing its mainloop (none before tile 0).
+        // Wait for the other consumer to finish issuing its mainloop (none before item 0).
         if (!Cfg::COOPERATIVE && j > 0) ptx::named_barrier_sync(Cfg::ORDER_BARRIER + consumer, Cfg::ORDER_BARRIER_THREADS);
 
         float acc[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM];
-        const uint32_t held_stage = mma_tile<Cfg>(s, pipe, k_tiles, acc, row0, lane);
+        const uint32_t held_stage = mma_tile<Cfg>(s, pipe, w.kb_end - w.kb_begin, acc, row0, lane);
 
-        // Hand the tensor cores to the other consumer, if it has a next tile (arrivals must match waits).
-        if (!Cfg::COOPERATIVE && first_tile + (j + 1) * tile_stride < sched.num_tiles)
+        // Hand the tensor cores to the other consumer, if it has a next item (arrivals must match waits).
+        if (!Cfg::COOPERATIVE && j + 1 < items)
             ptx::named_barrier_arrive(Cfg::ORDER_BARRIER + (consumer ^ 1), Cfg::ORDER_BARRIER_THREADS);
 
         ptx::wgmma_wait_group<0>();
@@ -246,6 +254,24 @@ __device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Sto
             for (int r = 0; r < Cfg::ACC_PER_ATOM; ++r) ptx::fence_operand(acc[ma][r]);
         if (lane == 0) release_stage<Cfg>(s, held_stage);
 
+        if (w.sk_tile >= 0) {
+            // Stream-K (ping-pong, no cluster: the host enables it only there).
+            constexpr int kAcc = Cfg::M_ATOMS * Cfg::ACC_PER_ATOM;
+            constexpr size_t kSlot = static_cast<size_t>(Cfg::TILE_M) * Cfg::TILE_N;
+            const uint32_t wg_barrier = Cfg::WARPGROUP_BARRIER + consumer;
+            if (!w.finisher) {
+                publish_partial<kAcc>(p.partials + work.cta * kSlot, &acc[0][0], wg_thread);
+                ptx::named_barrier_sync(wg_barrier, Cfg::WARPGROUP_THREADS);  // every thread's stores...
+                if (wg_thread == 0) ptx::red_release_add(p.flags + w.sk_tile, 1);  // ...then the count
+                continue;
+            }
+            const int expected = work.contributors(w);
+            if (wg_thread == 0)
+                while (ptx::ld_acquire(p.flags + w.sk_tile) < expected) __nanosleep(64);
+            ptx::named_barrier_sync(wg_barrier, Cfg::WARPGROUP_THREADS);
+            for (int c = w.first_contributor; c < work.cta; ++c)
+                if (work.range_start(c + 1) > work.range_start(c)) add_partial<kAcc>(p.partials + c * kSlot, &acc[0][0], wg_thread);
+        }
         store_tile<Cfg>(prob, tile.m0 + cta_rank * Cfg::TILE_M + row0, tile.n0, acc, warp, lane, vec2);
     }
 }
@@ -282,13 +308,14 @@ __device__ __forceinline__ void warp_specialized_gemm(const GeSm90Params &p, uin
     const int num_clusters = grid_size / Cfg::CLUSTER_M;
     const typename Cfg::Scheduler sched(p.problem.m, p.problem.n);
     const int k_tiles = (p.problem.k + Cfg::TILE_K - 1) / Cfg::TILE_K;
+    const StreamKSchedule work(sched.num_tiles, k_tiles, num_clusters, cluster_idx, Cfg::STREAM_K ? p.sk_tiles : 0);
 
     if (warpgroup == 0) {
         ptx::setmaxnreg_dec<Cfg::PRODUCER_REGS>();
-        if (wg_thread == 0) produce<Cfg>(p, s, sched, k_tiles, cluster_idx, num_clusters, cta_rank);
+        if (wg_thread == 0) produce<Cfg>(p, s, sched, work, cta_rank);
     } else {
         ptx::setmaxnreg_inc<Cfg::CONSUMER_REGS>();
-        consume<Cfg>(p, s, sched, k_tiles, cluster_idx, num_clusters, cta_rank, warpgroup - 1, warp, lane);
+        consume<Cfg>(p, s, sched, work, cta_rank, warpgroup - 1, warp, lane);
     }
 }
 

@@ -164,6 +164,9 @@ pub struct GeSm90Params {
     pub x_map: GeTensorMap,
     pub w_map: GeTensorMap,
     pub problem: GeProblem,
+    pub partials: *mut f32,
+    pub flags: *mut i32,
+    pub sk_tiles: i32,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
@@ -174,6 +177,12 @@ const _: () = {
         [::std::mem::offset_of!(GeSm90Params, w_map) - 128usize];
     ["Offset of field: GeSm90Params::problem"]
         [::std::mem::offset_of!(GeSm90Params, problem) - 256usize];
+    ["Offset of field: GeSm90Params::partials"]
+        [::std::mem::offset_of!(GeSm90Params, partials) - 328usize];
+    ["Offset of field: GeSm90Params::flags"]
+        [::std::mem::offset_of!(GeSm90Params, flags) - 336usize];
+    ["Offset of field: GeSm90Params::sk_tiles"]
+        [::std::mem::offset_of!(GeSm90Params, sk_tiles) - 344usize];
 };
 impl Default for GeSm90Params {
     fn default() -> Self {

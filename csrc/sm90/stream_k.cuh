@@ -1,0 +1,103 @@
+// Stream-K (CUTLASS's "data-parallel + stream-K" schedule) for the persistent ping-pong kernel.
+//
+// The host marks the last `sk_tiles` tiles of the schedule as stream-K tiles: their
+// sk_tiles * K_TILES k-blocks ("units") are cut into G contiguous, equal ranges, one per CTA,
+// after its data-parallel tiles (tile c, c + G, ... of the rest). A range covers the end of one
+// tile, maybe whole tiles, and the start of another. Per tile:
+//   - the CTA whose range holds the tile's last k-block is its finisher: it waits until every
+//     other CTA that worked on the tile has published its partial accumulator, adds them in
+//     CTA order (deterministic), applies the epilogue and stores;
+//   - every other contributing CTA publishes its partial tile to `partials[cta]` and counts
+//     itself in on `flags[tile]`. Only a range's last piece can be such a partial, so one slot
+//     per CTA suffices.
+// Finishers only wait for CTAs with a lower index, whose partials never wait: no deadlock, as
+// long as all CTAs are resident (the grid is at most one CTA per SM).
+//
+// The host uses it as split-K: with fewer tiles than SMs (small M or N), every tile is a
+// stream-K tile and G > T CTAs share them (1×4096×4096: 32 tiles over 132 CTAs, 1.72× cuBLAS
+// instead of 2.4×). Sharing only the last, partial wave of a large problem (T % G tiles; 3 % of
+// the reference shape's tiles) measured slower on the H200 (0.993× vs 0.987× cuBLAS on the
+// reference shape, 0.968× vs 0.950× on 4096³), so the host does not.
+#pragma once
+
+#include <cstdint>
+
+#include "ptx.cuh"
+
+namespace ge::sm90 {
+
+// One piece of work of a CTA: k-blocks [kb_begin, kb_end) of tile `tile`.
+struct WorkItem {
+    int tile;
+    int kb_begin;
+    int kb_end;
+    uint64_t iteration;  // ring iteration of its first k-block (k-blocks of the CTA's earlier items)
+    int sk_tile;         // index among the stream-K tiles, -1 for a data-parallel tile
+    bool finisher;       // holds the tile's last k-block: reduces, applies the epilogue, stores
+    int first_contributor;  // finisher of a stream-K tile: CTAs [first_contributor, cta) published partials
+};
+
+struct StreamKSchedule {
+    int tiles, k_tiles, grid, cta;
+    int dp_tiles;   // tiles [0, dp_tiles) are data-parallel: CTA c takes c, c + G, ...
+    int dp_items;   // how many of them this CTA takes
+    int64_t units;  // sk_tiles * k_tiles
+    int64_t u0, u1; // this CTA's stream-K units
+
+    __device__ __forceinline__ StreamKSchedule(int tiles_, int k_tiles_, int grid_, int cta_, int sk_tiles)
+        : tiles(tiles_), k_tiles(k_tiles_), grid(grid_), cta(cta_), dp_tiles(tiles_ - sk_tiles) {
+        dp_items = cta < dp_tiles ? (dp_tiles - cta + grid - 1) / grid : 0;
+        units = static_cast<int64_t>(sk_tiles) * k_tiles;
+        u0 = range_start(cta);
+        u1 = range_start(cta + 1);
+    }
+
+    __device__ __forceinline__ int64_t range_start(int c) const { return units * c / grid; }
+
+    // The CTA whose range holds unit u.
+    __device__ __forceinline__ int owner(int64_t u) const { return static_cast<int>(((u + 1) * grid - 1) / units); }
+
+    __device__ __forceinline__ int items() const {
+        const int pieces = u1 > u0 ? static_cast<int>((u1 - 1) / k_tiles - u0 / k_tiles + 1) : 0;
+        return dp_items + pieces;
+    }
+
+    __device__ __forceinline__ WorkItem item(int j) const {
+        if (j < dp_items) return {cta + j * grid, 0, k_tiles, static_cast<uint64_t>(j) * k_tiles, -1, true, cta};
+        const int t = static_cast<int>(u0 / k_tiles) + (j - dp_items);  // stream-K tile
+        const int64_t first = static_cast<int64_t>(t) * k_tiles, last = first + k_tiles;
+        const int64_t begin = u0 > first ? u0 : first, end = u1 < last ? u1 : last;
+        const uint64_t iteration = static_cast<uint64_t>(dp_items) * k_tiles + static_cast<uint64_t>(begin - u0);
+        return {dp_tiles + t, static_cast<int>(begin - first), static_cast<int>(end - first), iteration, t,
+                end == last, owner(first)};
+    }
+
+    // Partials a finisher waits for: the contributing CTAs before it with non-empty ranges.
+    __device__ __forceinline__ int contributors(const WorkItem &w) const {
+        int n = 0;
+        for (int c = w.first_contributor; c < cta; ++c) n += range_start(c + 1) > range_start(c);
+        return n;
+    }
+};
+
+// Partial tile of one consumer warpgroup: ACC floats per thread, stored as float4 columns so
+// that a warp's stores (and the finisher's loads) are contiguous 512-byte runs.
+template <int ACC>
+__device__ __forceinline__ void publish_partial(float *slot, const float *acc, int wg_thread) {
+    float4 *dst = reinterpret_cast<float4 *>(slot);
+#pragma unroll
+    for (int r = 0; r < ACC / 4; ++r)
+        dst[r * 128 + wg_thread] = make_float4(acc[4 * r], acc[4 * r + 1], acc[4 * r + 2], acc[4 * r + 3]);
+}
+
+template <int ACC>
+__device__ __forceinline__ void add_partial(const float *slot, float *acc, int wg_thread) {
+    const float4 *src = reinterpret_cast<const float4 *>(slot);
+#pragma unroll
+    for (int r = 0; r < ACC / 4; ++r) {
+        const float4 v = __ldcg(src + r * 128 + wg_thread);  // L2: written by another SM
+        acc[4 * r] += v.x, acc[4 * r + 1] += v.y, acc[4 * r + 2] += v.z, acc[4 * r + 3] += v.w;
+    }
+}
+
+}  // namespace ge::sm90
