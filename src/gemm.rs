@@ -200,9 +200,12 @@ impl FusedGemm {
         self.select(shape, (x_ptr, x.ld), (w_ptr, w.ld), 0).map(Some)
     }
 
-    /// f32 elements of workspace with which [`FusedGemm::run_with_workspace`] would repack
-    /// operands whose rows are not 16-byte aligned (K % 4 != 0, a misaligned view, or a leading
-    /// dimension that is not a multiple of 4) for the faster kernels; 0 when it would not.
+    /// f32 elements of workspace [`FusedGemm::run_with_workspace`] would use for this call; 0
+    /// when it would use none. It holds, in order: X and W repacked when their rows are not
+    /// 16-byte aligned (K % 4 != 0, a misaligned view, or a leading dimension that is not a
+    /// multiple of 4), or when repacking is how the rounding asked for is reached
+    /// ([`FusedGemm::with_rounding`]); then, on sm_90 with fewer output tiles than SMs, one
+    /// partial tile per CTA and its counters for split-K ([`Plan::stream_k_tiles`]).
     pub fn workspace_len(&self, stream: &CudaStream, x: &MatrixRef<'_>, w: &MatrixRef<'_>) -> Result<usize> {
         self.check_stream(stream)?;
         if x.cols != w.cols {
@@ -236,10 +239,12 @@ impl FusedGemm {
         self.launch(stream, x, w, bias, scale, out, None)
     }
 
-    /// Like [`FusedGemm::run`], with scratch memory (see [`FusedGemm::workspace_len`]) into which
-    /// operands whose rows are not 16-byte aligned are first copied, so that the TMA + wgmma (or
-    /// 16-byte mma.sync) kernels can read them. The workspace must start 16-byte aligned (every
-    /// allocation does). A shorter workspace is not an error: the call then runs without repack.
+    /// Like [`FusedGemm::run`], with scratch memory (see [`FusedGemm::workspace_len`]): operands
+    /// whose rows are not 16-byte aligned are first copied into it, so that the TMA + wgmma (or
+    /// 16-byte mma.sync) kernels can read them, and small problems on sm_90 split their tiles
+    /// along K through it. The workspace must start 16-byte aligned (every allocation does) and
+    /// must not be used by another call at the same time. A shorter workspace is not an error:
+    /// the call then runs without what does not fit.
     #[allow(clippy::too_many_arguments)]
     pub fn run_with_workspace(
         &self,
