@@ -46,7 +46,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use criterion::{Criterion, Throughput};
 use gemm_epilogue::reference::SplitMix64 as Rng;
-use gemm_epilogue::baseline::{CublasBaseline, CublasLtLinear, CublasLtPlan};
+use gemm_epilogue::baseline::{timing, CublasBaseline, CublasLtLinear, CublasLtPlan};
 use gemm_epilogue::cudarc::driver::sys::CUevent_flags;
 use gemm_epilogue::cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream};
 use gemm_epilogue::{cuda_context, Dispatch, FusedGemm, Kernel, MatrixMut, MatrixRef, Plan};
@@ -300,47 +300,14 @@ impl<'g> Case<'g> {
 // ---------------------------------------------------------------------------------------------
 // Interleaved measurement
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        0.5 * (v[n / 2 - 1] + v[n / 2])
-    }
-}
-
 /// Median ms per call of each of `case.variants` (None: unavailable), timed in rotating order.
 fn interleaved(case: &mut Case<'_>, rounds: usize) -> Vec<Option<f64>> {
-    case.warm_up();
-    let avail: Vec<Variant> = case.variants.clone().into_iter().filter(|v| case.available(*v)).collect();
-    // Batch size: enough calls that one sample lasts ≥ ~0.5 ms (event resolution ~0.5 µs).
-    let fastest = avail.iter().map(|&v| case.time(v, 5).as_secs_f64() * 1e3 / 5.0).fold(f64::INFINITY, f64::min);
-    let batch = (0.5 / fastest.max(1e-6)).ceil().clamp(1.0, 500.0) as u64;
-    let mut samples: Vec<Vec<f64>> = case.variants.iter().map(|_| Vec::with_capacity(rounds)).collect();
-    // All events up front; one synchronisation at the end, so no host gap between variants.
-    let mut recorded: Vec<(usize, CudaEvent, CudaEvent)> = Vec::with_capacity(rounds * avail.len());
-    for r in 0..rounds {
-        for i in 0..avail.len() {
-            let v = avail[(r + i) % avail.len()];
-            let (start, end) = (case.event(), case.event());
-            start.record(&case.stream).expect("event record");
-            for _ in 0..batch {
-                case.launch(v).unwrap_or_else(|e| panic!("{}: {e}", v.label()));
-            }
-            end.record(&case.stream).expect("event record");
-            recorded.push((case.variants.iter().position(|&x| x == v).unwrap_or(0), start, end));
-        }
-    }
-    case.stream.synchronize().expect("synchronize");
-    for (idx, start, end) in &recorded {
-        samples[*idx].push(start.elapsed_ms(end).expect("event elapsed") as f64 / batch as f64);
-    }
-    let result = samples.iter_mut().map(|s| (!s.is_empty()).then(|| median(s))).collect();
-    println!("[{}x{}x{}] interleaved: {rounds} rounds × {batch} calls per sample", case.m, case.n, case.k);
-    result
+    let (ctx, stream, variants) = (case.ctx.clone(), case.stream.clone(), case.variants.clone());
+    let unavailable: Vec<bool> = variants.iter().map(|&v| !case.available(v)).collect();
+    let t = timing::interleaved(&ctx, &stream, variants.len(), |i| unavailable[i], rounds, 0.0, |i| case.launch(variants[i]))
+        .unwrap_or_else(|e| panic!("interleaved timing: {e}"));
+    println!("[{}x{}x{}] interleaved: {rounds} rounds × {} calls per sample", case.m, case.n, case.k, t.batch);
+    t.median_ms
 }
 
 fn table(case: &Case<'_>, medians: &[Option<f64>], kernel: &str, rounds: usize) -> String {

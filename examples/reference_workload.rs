@@ -24,9 +24,8 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use gemm_epilogue::reference::SplitMix64 as Rng;
-use gemm_epilogue::baseline::{CublasBaseline, CublasLtLinear, CublasLtPlan};
-use gemm_epilogue::cudarc::driver::sys::CUevent_flags;
-use gemm_epilogue::cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream};
+use gemm_epilogue::baseline::{timing, CublasBaseline, CublasLtLinear, CublasLtPlan};
+use gemm_epilogue::cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use gemm_epilogue::reference::{self, HostMatrix};
 use gemm_epilogue::{cuda_context, FusedGemm, MatrixMut, MatrixRef, Plan};
 
@@ -164,71 +163,16 @@ impl Job {
         }
     }
 
-    fn event(&self) -> gemm_epilogue::Result<CudaEvent> {
-        Ok(self.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?)
-    }
-
-    fn available(&self) -> Vec<Variant> {
-        VARIANTS.iter().copied().filter(|&v| v != Variant::CublasLt || self.lt_plan.is_some()).collect()
-    }
-
-    /// Median ms per call of each variant, interleaved in rotating order.
+    /// Median ms per call of each variant (indexed like `VARIANTS`), interleaved in rotating
+    /// order after ~0.3 s of warm-up, and the calls per sample.
     fn time(&mut self) -> gemm_epilogue::Result<([Option<f64>; 4], u64)> {
-        let avail = self.available();
-        // Warm-up (clocks, caches, lazy module loading inside cuBLAS), then size the batches.
-        for _ in 0..3 {
-            for &v in &avail {
-                self.launch(v)?;
-            }
-        }
-        self.stream.synchronize()?;
-        let mut fastest = f64::INFINITY;
-        for &v in &avail {
-            let (a, e) = (self.event()?, self.event()?);
-            a.record(&self.stream)?;
-            for _ in 0..3 {
-                self.launch(v)?;
-            }
-            e.record(&self.stream)?;
-            fastest = fastest.min(a.elapsed_ms(&e)? as f64 / 3.0);
-        }
-        // Longer warm-up: ~0.3 s of all variants, so clocks and power settle before timing.
-        let round_ms: f64 = fastest * avail.len() as f64;
-        for _ in 0..((300.0 / round_ms.max(1e-3)).ceil() as usize).min(2000) {
-            for &v in &avail {
-                self.launch(v)?;
-            }
-        }
-        self.stream.synchronize()?;
-        // A sample lasts ≥ ~0.5 ms, well above the events' ~0.5 µs resolution.
-        let batch = (0.5 / fastest.max(1e-6)).ceil().clamp(1.0, 500.0) as u64;
-        let mut recorded = Vec::with_capacity(self.o.reps * avail.len());
-        for r in 0..self.o.reps {
-            for i in 0..avail.len() {
-                let v = avail[(r + i) % avail.len()];
-                let (a, e) = (self.event()?, self.event()?);
-                a.record(&self.stream)?;
-                for _ in 0..batch {
-                    self.launch(v)?;
-                }
-                e.record(&self.stream)?;
-                recorded.push((v.index(), a, e));
-            }
-        }
-        self.stream.synchronize()?;
-        let mut samples = vec![Vec::new(); 4];
-        for (i, a, e) in &recorded {
-            samples[*i].push(a.elapsed_ms(e)? as f64 / batch as f64);
-        }
+        let (ctx, stream, reps) = (self.ctx.clone(), self.stream.clone(), self.o.reps);
+        let no_lt = self.lt_plan.is_none();
+        let skip = |i: usize| VARIANTS[i] == Variant::CublasLt && no_lt;
+        let t = timing::interleaved(&ctx, &stream, VARIANTS.len(), skip, reps, 300.0, |i| self.launch(VARIANTS[i]).map(|_| ()))?;
         let mut med = [None; 4];
-        for (i, s) in samples.iter_mut().enumerate() {
-            if !s.is_empty() {
-                s.sort_by(|a, b| a.total_cmp(b));
-                let n = s.len();
-                med[i] = Some(if n % 2 == 1 { s[n / 2] } else { 0.5 * (s[n / 2 - 1] + s[n / 2]) });
-            }
-        }
-        Ok((med, batch))
+        med.copy_from_slice(&t.median_ms);
+        Ok((med, t.batch))
     }
 }
 
@@ -359,7 +303,7 @@ fn run(o: Opts, ctx: Arc<CudaContext>) -> gemm_epilogue::Result<ExitCode> {
     stream.synchronize()?;
     let host: Vec<Option<Vec<f32>>> = VARIANTS
         .iter()
-        .map(|&v| if job.available().contains(&v) { stream.clone_dtoh(&job.outs[v.index()]).map(Some) } else { Ok(None) })
+        .map(|&v| if v != Variant::CublasLt || job.lt_plan.is_some() { stream.clone_dtoh(&job.outs[v.index()]).map(Some) } else { Ok(None) })
         .collect::<Result<_, _>>()?;
     let ours = host[0].as_ref().expect("ours always runs");
     let base = host[1].as_ref().expect("the cuBLAS baseline always runs");

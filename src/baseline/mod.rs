@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 mod cublaslt;
+pub mod timing;
 pub use cublaslt::{CublasLtLinear, CublasLtPlan};
 
 use cudarc::cublas::{sys as blas, CudaBlas};

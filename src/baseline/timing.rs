@@ -1,0 +1,115 @@
+//! Interleaved CUDA-event timing of several variants of one computation on one stream: what the
+//! benchmarks and the main-job example report. The H200 drifts with power and temperature, so
+//! variants are timed in rotating order (A B C, B C A, C A B, …) and compared by their medians,
+//! never back to back.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
+
+use crate::error::Result;
+
+/// Per-variant medians of one [`interleaved`] measurement.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Timing {
+    /// Median milliseconds per call of each variant, in the order given (`None`: not timed).
+    pub median_ms: Vec<Option<f64>>,
+    /// Calls per sample (a sample lasts at least about 0.5 ms).
+    pub batch: u64,
+    /// Samples per variant.
+    pub rounds: usize,
+}
+
+/// Times `variants` (indices `0..variants`; `skip(i)` leaves one out) on `stream`: 3 warm-up
+/// calls of each, `warm_up_ms` more of all of them in turn, then `rounds` rounds of one sample
+/// per variant in rotating order, each sample `batch` back-to-back `launch(i)` calls between two
+/// events. All events are recorded up front and read after one synchronisation, so no host gap
+/// separates the variants.
+pub fn interleaved(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    variants: usize,
+    skip: impl Fn(usize) -> bool,
+    rounds: usize,
+    warm_up_ms: f64,
+    mut launch: impl FnMut(usize) -> Result<()>,
+) -> Result<Timing> {
+    let timed: Vec<usize> = (0..variants).filter(|&i| !skip(i)).collect();
+    let event = || -> Result<CudaEvent> { Ok(ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?) };
+    for _ in 0..3 {
+        for &i in &timed {
+            launch(i)?;
+        }
+    }
+    stream.synchronize()?;
+    let mut fastest = f64::INFINITY;
+    for &i in &timed {
+        let (a, e) = (event()?, event()?);
+        a.record(stream)?;
+        for _ in 0..3 {
+            launch(i)?;
+        }
+        e.record(stream)?;
+        fastest = fastest.min(a.elapsed_ms(&e)? as f64 / 3.0);
+    }
+    let round_ms = fastest * timed.len().max(1) as f64;
+    for _ in 0..((warm_up_ms / round_ms.max(1e-3)).ceil() as usize).min(10_000) {
+        for &i in &timed {
+            launch(i)?;
+        }
+    }
+    stream.synchronize()?;
+    let batch = batch_for(fastest);
+    let mut recorded = Vec::with_capacity(rounds * timed.len());
+    for r in 0..rounds {
+        for j in 0..timed.len() {
+            let i = timed[(r + j) % timed.len()];
+            let (a, e) = (event()?, event()?);
+            a.record(stream)?;
+            for _ in 0..batch {
+                launch(i)?;
+            }
+            e.record(stream)?;
+            recorded.push((i, a, e));
+        }
+    }
+    stream.synchronize()?;
+    let mut samples = vec![Vec::new(); variants];
+    for (i, a, e) in &recorded {
+        samples[*i].push(a.elapsed_ms(e)? as f64 / batch as f64);
+    }
+    Ok(Timing { median_ms: samples.iter_mut().map(|s| median(s)).collect(), batch, rounds })
+}
+
+/// Calls per sample for a call of `ms`: at least ~0.5 ms of work, well above the events'
+/// ~0.5 µs resolution; 1 to 500.
+pub fn batch_for(ms: f64) -> u64 {
+    (0.5 / ms.max(1e-6)).ceil().clamp(1.0, 500.0) as u64
+}
+
+/// The median (mean of the middle two for an even count); `None` for no samples. Sorts `v`.
+pub fn median(v: &mut [f64]) -> Option<f64> {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some(0.5 * (v[n / 2 - 1] + v[n / 2])),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_and_batches() {
+        assert_eq!(median(&mut []), None);
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(batch_for(1.6), 1);
+        assert_eq!(batch_for(0.04), 13);
+        assert_eq!(batch_for(0.0), 500);
+    }
+}
