@@ -1,12 +1,14 @@
 // Warp-specialized persistent TF32 GEMM + fused epilogue (sm_90a), CUTLASS 3.x style.
 //
-//   warpgroup 0      producer: one thread issues the TMA loads of every tile of this CTA
-//                    into a STAGES-deep ring (full/empty mbarriers).
+//   warpgroup 0      producer: one thread issues the TMA loads of every work item of this CTA
+//                    into a STAGES-deep ring (full/empty mbarriers). A work item is a whole tile
+//                    or, with stream-K (stream_k.cuh), a range of one tile's k-blocks.
 //   warpgroups 1, 2  consumers, by Schedule:
-//     PingPong     take alternate tiles of the CTA (0, 2, 4, ... and 1, 3, 5, ...), each a whole
+//     PingPong     take alternate items of the CTA (0, 2, 4, ... and 1, 3, 5, ...), each a whole
 //                  TILE_M x TILE_N tile in registers. An order barrier hands the tensor cores
 //                  from one consumer to the other when it has issued its last wgmma, so one
-//                  consumer's epilogue (bias, scale, stores) overlaps the other's mainloop.
+//                  consumer's epilogue (bias, scale, stores; or the partial-tile hand-off)
+//                  overlaps the other's mainloop.
 //     Cooperative  split every tile along M (TILE_M / 2 rows each). With TILE_N = 256 each
 //                  consumer issues m64n256k8, which reads fewer smem bytes per FLOP than two
 //                  m64n128k8 sharing a B operand; TF32 wgmma is close to smem-bandwidth bound.
