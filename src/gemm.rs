@@ -55,8 +55,7 @@ pub struct Plan {
 impl Plan {
     /// f32 elements of workspace the plan uses (0 without repacks or stream-K).
     pub fn workspace_len(&self, m: usize, n: usize, k: usize) -> usize {
-        let ld = repacked_ld(k);
-        let repacks = (self.repack_x as usize) * m * ld + (self.repack_w as usize) * n * ld;
+        let repacks = repack_len(Shape { m, n, k }, self.repack_x, self.repack_w);
         repacks + if self.stream_k_tiles > 0 { stream_k_len(self.kernel, self.grid) } else { 0 }
     }
 }
@@ -490,6 +489,12 @@ fn repacked_ld(k: usize) -> usize {
     k.next_multiple_of(32)
 }
 
+/// f32 elements of workspace that repacking X (when `x`) and W (when `w`) of shape `s` takes.
+fn repack_len(s: Shape, x: bool, w: bool) -> usize {
+    let ld = repacked_ld(s.k);
+    (x as usize) * s.m * ld + (w as usize) * s.n * ld
+}
+
 /// [`FusedGemm::new`]'s rounding: that of the device's fastest kernel family.
 fn default_rounding(device: &DeviceInfo) -> Tf32Rounding {
     if device.is_hopper() {
@@ -516,9 +521,7 @@ pub(crate) fn select_kernel(
     workspace: usize,
 ) -> Result<Plan> {
     let (x_ok, w_ok) = (rows_aligned(s.k, x), rows_aligned(s.k, w));
-    let padded_ld = repacked_ld(s.k);
-    let repack_len = (!x_ok as usize) * s.m * padded_ld + (!w_ok as usize) * s.n * padded_ld;
-    let can_repack = s.k > 0 && repack_len <= workspace;
+    let can_repack = s.k > 0 && repack_len(s, !x_ok, !w_ok) <= workspace;
     let direct = x_ok && w_ok;
     // 16-byte rows, directly or after repacking into the workspace.
     let vec4 = direct || can_repack;
@@ -557,7 +560,7 @@ pub(crate) fn select_kernel(
                 (false, false, _) => &[Kernel::Sm80WideScalar, Kernel::Sm80LargeScalar, Kernel::Sm80SmallScalar],
                 (true, false, _) => &[Kernel::Sm80SmallScalar],
             };
-            let whole_repack = (s.m + s.n).saturating_mul(padded_ld);
+            let whole_repack = repack_len(s, true, true);
             let rounds = |kernel: Kernel| {
                 rounding == Tf32Rounding::Truncate
                     || kernel.rounding() == Tf32Rounding::Nearest
@@ -574,8 +577,7 @@ pub(crate) fn select_kernel(
     let spec = kernel.spec();
     let repack = spec.needs_vec4 && !direct;
     let (repack_x, repack_w) = (round_by_repack || (repack && !x_ok), round_by_repack || (repack && !w_ok));
-    let repack_used = (repack_x as usize) * s.m * padded_ld + (repack_w as usize) * s.n * padded_ld;
-    let stream_k = stream_k(device, kernel, s, workspace, repack_used);
+    let stream_k = stream_k(device, kernel, s, workspace, repack_len(s, repack_x, repack_w));
     let grid = match (spec.family, stream_k) {
         (_, Some((grid, _))) => grid,
         (Family::MmaSync, None) => tiles(s, kernel),

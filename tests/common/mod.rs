@@ -842,11 +842,7 @@ pub fn verify(case: &Case, inputs: &Inputs, o: &Outcome, rng: &mut Rng) {
         .fold(Stats::default(), Stats::merge);
         // Truncated operands: the same coherent bias as against f64 (see `norm_tol`), on top of
         // cuBLAS's own error (measured 2.3e-3 of ‖cuBLAS‖ with N = 1, K = 4).
-        let (tol, norm) = match plan.rounding {
-            Tf32Rounding::Nearest => (NORM_TOL_CUBLAS, Norm::Value),
-            Tf32Rounding::Truncate => (NORM_TOL_CUBLAS, Norm::Magnitude),
-        };
-        stats.assert_within("fused vs cuBLAS+elementwise", tol, norm, &ctx);
+        stats.assert_within("fused vs cuBLAS+elementwise", NORM_TOL_CUBLAS, norm(&plan), &ctx);
         if case.scale == -1.0 {
             assert!(cublas.iter().all(|&v| v == 0.0), "cuBLAS+elementwise with s = −1 must give exact zeros; {ctx}");
         }
