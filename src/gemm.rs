@@ -10,7 +10,7 @@ use crate::error::{Error, Operand, Result};
 use crate::kernels::{Family, Kernel, LoadedKernels, Tf32Rounding};
 use crate::launch;
 use crate::matrix::{MatrixMut, MatrixRef};
-use crate::sys::{GeProblem, GeRepackParams, GeSm90Params};
+use crate::sys::{self, GeProblem, GeRepackParams, GeSm90Params, GeTensorMap};
 use crate::tma;
 
 /// How [`FusedGemm`] picks a kernel.
@@ -50,6 +50,10 @@ pub struct Plan {
     /// tile per CTA in the workspace; or split-K when there are fewer tiles than SMs). 0: none,
     /// every CTA computes whole tiles (always so without a workspace).
     pub stream_k_tiles: u32,
+    /// The epilogue staged `out` in shared memory and stored it with TMA (sm_90 kernels, when
+    /// `out` is 16-byte aligned and N and its leading dimension are multiples of 4); false: it
+    /// stored from registers.
+    pub tma_store: bool,
 }
 
 impl Plan {
@@ -80,7 +84,7 @@ const SPLIT_K_MIN_BLOCKS: u64 = 8;
 /// `used`; else None.
 fn stream_k(device: &DeviceInfo, kernel: Kernel, s: Shape, workspace: usize, used: usize) -> Option<(u64, u64)> {
     let spec = kernel.spec();
-    if spec.family != Family::TmaWgmma || spec.cluster_m != 1 || s.k == 0 {
+    if !spec.split_k || s.k == 0 {
         return None;
     }
     let (t, sms) = (tiles(s, kernel), device.sm_count as u64);
@@ -196,7 +200,8 @@ impl FusedGemm {
         }
         let (x_ptr, _x_guard) = x.data.device_ptr(stream);
         let (w_ptr, _w_guard) = w.data.device_ptr(stream);
-        self.select(shape, (x_ptr, x.ld), (w_ptr, w.ld), 0).map(Some)
+        let (o_ptr, _o_guard) = out.data.device_ptr(stream);
+        Ok(Some(self.select(shape, (x_ptr, x.ld), (w_ptr, w.ld), 0)?.for_out(shape.n, (o_ptr, out.ld))))
     }
 
     /// f32 elements of workspace [`FusedGemm::run_with_workspace`] would use for this call; 0
@@ -300,7 +305,7 @@ impl FusedGemm {
             None => (0, 0, None),
         };
         let (o_ptr, _o_guard) = out.data.device_ptr_mut(stream);
-        let plan = self.select(shape, (x_ptr, x.ld), (w_ptr, w.ld), ws_len)?;
+        let plan = self.select(shape, (x_ptr, x.ld), (w_ptr, w.ld), ws_len)?.for_out(shape.n, (o_ptr, out.ld));
 
         // Operands the kernel reads: the caller's, or their repacked copies in the workspace.
         let padded_ld = repacked_ld(shape.k);
@@ -358,13 +363,20 @@ impl FusedGemm {
             Family::TmaWgmma => {
                 // X boxes are one CTA tile; W boxes the slice of the W tile one CTA of the cluster
                 // loads (and multicasts): the whole tile without a cluster.
+                let out_map = if plan.tma_store {
+                    tma::encode_row_major(o_ptr, shape.m, shape.n, out.ld, spec.out_box_rows, sys::GE_SM90_STORE_BOX_COLS)?
+                } else {
+                    GeTensorMap { opaque: [0; 16] }
+                };
                 let params = GeSm90Params {
-                    x_map: tma::encode_k_major(xk.0, shape.m, shape.k, xk.1, spec.tile_m, spec.tile_k)?,
-                    w_map: tma::encode_k_major(wk.0, shape.n, shape.k, wk.1, spec.w_box_rows, spec.tile_k)?,
+                    x_map: tma::encode_row_major(xk.0, shape.m, shape.k, xk.1, spec.tile_m, spec.tile_k)?,
+                    w_map: tma::encode_row_major(wk.0, shape.n, shape.k, wk.1, spec.w_box_rows, spec.tile_k)?,
+                    out_map,
                     problem,
                     partials: partials as *mut f32,
                     flags: flags as *mut i32,
                     sk_tiles: plan.stream_k_tiles as i32,
+                    store_tma: plan.tma_store as i32,
                 };
                 if spec.cluster_m == 1 {
                     let mut launch = stream.launch_builder(function);
@@ -601,7 +613,18 @@ pub(crate) fn select_kernel(
         repack_w,
         rounding: if repack_x && repack_w { Tf32Rounding::Nearest } else { spec.rounding },
         stream_k_tiles: stream_k.map_or(0, |(_, sk)| sk as u32),
+        tma_store: false,
     })
+}
+
+impl Plan {
+    /// The plan for an `n`-column output at `out`: TMA kernels store through TMA when its rows
+    /// are whole 16-byte units at 16-byte-aligned addresses. TMA clips a store box at N only to
+    /// 16-byte granularity (measured: with N = 130 and ldo = 136 it wrote columns 130 and 131),
+    /// so N % 4 == 0 is part of the rule, or padding past N would be overwritten.
+    fn for_out(self, n: usize, out: (u64, usize)) -> Plan {
+        Plan { tma_store: self.kernel.family() == Family::TmaWgmma && rows_aligned(n, out), ..self }
+    }
 }
 
 fn tiles(s: Shape, kernel: Kernel) -> u64 {
@@ -836,9 +859,26 @@ mod tests {
         // Neither the cluster kernel nor mma.sync kernels use it.
         let c2 = Dispatch::Force(Kernel::Sm90PingpongCluster2);
         assert_eq!(select(&H200, c2, s, a(4096), a(4096), usize::MAX).unwrap().stream_k_tiles, 0);
+        let coop = Dispatch::Force(Kernel::Sm90Cooperative);
+        assert_eq!(select(&H200, coop, s, a(4096), a(4096), usize::MAX).unwrap().stream_k_tiles, 0);
         let s = shape(16384, 4096, 4096);
         let p = select(&A100, Dispatch::Auto, s, a(4096), a(4096), usize::MAX).unwrap();
         assert_eq!((p.stream_k_tiles, p.workspace_len(s.m, s.n, s.k)), (0, 0));
+    }
+
+    #[test]
+    fn tma_store_needs_16_byte_rows_of_out() {
+        let (s, a) = (shape(512, 512, 512), (ALIGNED, 512));
+        let p = select(&H200, Dispatch::Auto, s, a, a, 0).unwrap();
+        assert_eq!(p.kernel.family(), Family::TmaWgmma);
+        assert!(!p.tma_store, "select() does not know out");
+        assert!(p.for_out(512, (ALIGNED, 512)).tma_store);
+        assert!(p.for_out(512, (ALIGNED + 48, 516)).tma_store);
+        assert!(!p.for_out(512, (ALIGNED + 8, 512)).tma_store, "8-byte aligned base");
+        assert!(!p.for_out(512, (ALIGNED, 514)).tma_store, "ldo % 4 != 0");
+        assert!(!p.for_out(510, (ALIGNED, 512)).tma_store, "N % 4 != 0: the last box would write padding");
+        let m = select(&A100, Dispatch::Auto, s, a, a, 0).unwrap();
+        assert!(!m.for_out(512, (ALIGNED, 512)).tma_store, "mma.sync kernels store from registers");
     }
 
     #[test]

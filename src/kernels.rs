@@ -70,6 +70,12 @@ pub enum Kernel {
     /// tile to both (sm_90; launched with `cuLaunchKernelEx`, at most
     /// [`DeviceInfo::max_active_clusters`] clusters). Only [`crate::Dispatch::Force`] selects it.
     Sm90PingpongCluster2,
+    /// TMA + wgmma cooperative, 128×256×32 tile shared by both consumer warpgroups (64 rows each,
+    /// `m64n256k8`), 4 stages, persistent (sm_90). cuBLAS's tile for large TF32 GEMMs: fewer
+    /// shared-memory and L2 bytes per FLOP than the ping-pong, but its epilogue is not overlapped
+    /// with the tensor cores. [`Tf32Rounding::Truncate`], like [`Kernel::Sm90Pingpong`]. Only
+    /// [`crate::Dispatch::Force`] selects it.
+    Sm90Cooperative,
 }
 
 /// How a kernel is launched.
@@ -92,6 +98,11 @@ pub(crate) struct Spec {
     /// Rows of W per TMA box (TMA kernels): `tile_n`, or `tile_n / cluster_m` when each CTA of a
     /// cluster loads one slice of the W tile and multicasts it. Unused by mma.sync kernels.
     pub w_box_rows: u32,
+    /// Rows of out per epilogue TMA store box (TMA kernels): the rows one consumer warpgroup
+    /// holds, `tile_m` (ping-pong) or `tile_m / 2` (cooperative). Unused by mma.sync kernels.
+    pub out_box_rows: u32,
+    /// Whether the kernel can split tiles along K through the workspace (stream-K).
+    pub split_k: bool,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -109,6 +120,8 @@ const fn sm80(name: &'static str, m: u32, n: u32, k: u32, stages: u32, threads: 
         rounding,
         cluster_m: 1,
         w_box_rows: n,
+        out_box_rows: m,
+        split_k: false,
     }
 }
 
@@ -128,14 +141,38 @@ const fn sm90_pingpong(name: &'static str, cluster_m: u32, w_box_rows: u32) -> S
         rounding: Tf32Rounding::Truncate,
         cluster_m,
         w_box_rows,
+        out_box_rows: GE_SM90_PINGPONG_TILE_M,
+        split_k: cluster_m == 1,
+    }
+}
+
+/// The sm_90 cooperative configuration (no cluster, no split-K).
+const fn sm90_cooperative() -> Spec {
+    use sys::*;
+    Spec {
+        name: "ge_sm90_tf32_128x256x32_s4_cooperative",
+        family: Family::TmaWgmma,
+        tile_m: GE_SM90_COOP_TILE_M,
+        tile_n: GE_SM90_COOP_TILE_N,
+        tile_k: GE_SM90_COOP_TILE_K,
+        stages: GE_SM90_COOP_STAGES,
+        threads: GE_SM90_COOP_THREADS,
+        smem_bytes: GE_SM90_COOP_SMEM_BYTES,
+        needs_vec4: true,
+        rounding: Tf32Rounding::Truncate,
+        cluster_m: 1,
+        w_box_rows: GE_SM90_COOP_TILE_N,
+        out_box_rows: GE_SM90_COOP_TILE_M / 2,
+        split_k: false,
     }
 }
 
 impl Kernel {
     /// Every kernel in the fatbin (dispatch has its own preference order, in `select()`).
-    pub const ALL: [Kernel; 10] = [
+    pub const ALL: [Kernel; 11] = [
         Kernel::Sm90Pingpong,
         Kernel::Sm90PingpongCluster2,
+        Kernel::Sm90Cooperative,
         Kernel::Sm80WideTrunc,
         Kernel::Sm80LargeTrunc,
         Kernel::Sm80Wide,
@@ -163,6 +200,7 @@ impl Kernel {
                 GE_SM90_PINGPONG_CLUSTER_M,
                 GE_SM90_PINGPONG_C2_W_BOX_ROWS,
             ),
+            Kernel::Sm90Cooperative => sm90_cooperative(),
         }
     }
 
@@ -336,6 +374,17 @@ mod tests {
         assert_eq!((one.threads, one.smem_bytes, one.family), (two.threads, two.smem_bytes, two.family));
         assert_eq!(Kernel::Sm90PingpongCluster2.cluster_m(), 2);
         assert!(Kernel::ALL.iter().all(|k| k.cluster_m() == 1 || *k == Kernel::Sm90PingpongCluster2));
+        // Cooperative: both consumers share a 128×256 tile, so each stores 64-row boxes; it and the
+        // cluster kernel cannot split K (one consumer per tile and one partial slot per CTA).
+        let coop = Kernel::Sm90Cooperative.spec();
+        assert_eq!((coop.tile_m, coop.tile_n, coop.stages, coop.out_box_rows, coop.w_box_rows), (128, 256, 4, 64, 256));
+        assert_eq!(one.out_box_rows, 128);
+        assert!(Kernel::ALL.iter().all(|k| k.spec().split_k == (*k == Kernel::Sm90Pingpong)));
+        // One store box per consumer fits its half of the epilogue buffers.
+        for k in Kernel::ALL.iter().filter(|k| k.family() == Family::TmaWgmma) {
+            let box_bytes = k.spec().out_box_rows * sys::GE_SM90_STORE_BOX_COLS * 4;
+            assert!(box_bytes <= sys::GE_SM90_EPILOGUE_SMEM_BYTES / 2, "{k}");
+        }
     }
 
     #[test]

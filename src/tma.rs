@@ -10,11 +10,12 @@ use cudarc::driver::sys::{
 use crate::error::Result;
 use crate::sys::GeTensorMap;
 
-/// A row-major fp32 operand `rows × cols` (stride `ld`) as a 2-D tensor {cols, rows}, read in
-/// boxes of `box_rows × box_cols` into 128-byte-swizzled shared memory. Out-of-range elements are
-/// zero-filled by the hardware. Requires (checked by the caller's dispatch): `base % 16 == 0`,
+/// A row-major fp32 matrix `rows × cols` (stride `ld`) as a 2-D tensor {cols, rows}, moved in
+/// boxes of `box_rows × box_cols` to or from 128-byte-swizzled shared memory: the operands X and
+/// W (K-major: `cols` = K), loaded with out-of-range elements zero-filled, and `out`, stored with
+/// out-of-range elements clipped. Requires (checked by the caller): `base % 16 == 0`,
 /// `(ld * 4) % 16 == 0`, `box_cols * 4 == 128`.
-pub(crate) fn encode_k_major(
+pub(crate) fn encode_row_major(
     base: u64,
     rows: usize,
     cols: usize,

@@ -48,7 +48,8 @@ fn layouts_match_what_the_kernels_expect() {
     assert_eq!(align_of::<sys::GeTensorMap>(), 64);
     assert_eq!(offset_of!(sys::GeSm90Params, x_map), 0);
     assert_eq!(offset_of!(sys::GeSm90Params, w_map), 128);
-    assert_eq!(offset_of!(sys::GeSm90Params, problem), 256);
+    assert_eq!(offset_of!(sys::GeSm90Params, out_map), 256);
+    assert_eq!(offset_of!(sys::GeSm90Params, problem), 384);
     // Pointers first, then 64-bit strides, then 32-bit fields: no interior padding.
     assert_eq!(offset_of!(sys::GeProblem, ldx), 32);
     assert_eq!(offset_of!(sys::GeProblem, m), 56);

@@ -93,6 +93,37 @@ fn offset_views_route_to_scalar_kernels() {
     }
 }
 
+/// The sm_90 epilogue's two store paths. An output whose rows are whole 16-byte units at 16-byte
+/// aligned addresses (base, ldo and N multiples of 4 floats) is staged in shared memory and
+/// TMA-stored in 32-column boxes that the hardware clips at M and N (tails in both here, and
+/// padding columns that must keep their poison); any other output is stored from registers. Each TMA kernel, both paths, checked like every case.
+#[test]
+fn sm90_epilogue_store_paths() {
+    let Some(g) = common::gpu() else { return };
+    if !g.is_hopper() {
+        println!("skipped: the TMA store epilogue needs an sm_90 device, this is {:?}", g.gemm.device().compute_capability);
+        return;
+    }
+    let mut rng = common::rng("sm90_epilogue_store_paths");
+    let cases = [
+        (Case::new(300, 36, 64).pad(0, 0, 4), true),            // N = 36: a box of 4 columns
+        (Case::new(129, 1000, 96).offset(0, 0, 4, 1).pad(4, 0, 8), true), // M tail of 1, aligned offset
+        (Case::new(1, 4, 8), true),                              // one row, one partial box
+        (Case::new(257, 260, 128).scale(3.0).bias(false), true),
+        (Case::new(300, 36, 64).pad(0, 0, 1), false),            // ldo = 37
+        (Case::new(200, 64, 64).offset(0, 0, 2, 0), false),      // out 8-byte aligned only
+        (Case::new(130, 258, 32).pad(0, 0, 0), false),           // ldo = 258
+        (Case::new(200, 130, 96).pad(12, 4, 6).scale(-1.0), false), // ldo = 136 but N = 130
+        (Case::new(64, 1, 32).pad(0, 0, 3), false),              // N = 1, ldo = 4
+    ];
+    for (case, tma) in cases {
+        for kernel in Kernel::ALL.into_iter().filter(|k| k.family() == Family::TmaWgmma) {
+            let plan = common::check(&g, &case.force(kernel), &mut rng).expect("ran");
+            assert_eq!(plan.tma_store, tma, "{case:?}: {plan:?}");
+        }
+    }
+}
+
 /// K not a multiple of 4 → only scalar kernels; Auto picks one.
 #[test]
 fn k_not_multiple_of_4_uses_scalar_kernels() {

@@ -189,6 +189,17 @@ fn shapes_sm90_pingpong_cluster2() {
     run_shapes(&g, Dispatch::Force(Kernel::Sm90PingpongCluster2), "shapes_sm90_pingpong_cluster2");
 }
 
+/// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
+#[test]
+fn shapes_sm90_cooperative() {
+    let Some(g) = common::gpu() else { return };
+    if !g.is_hopper() {
+        println!("skipped: Sm90Cooperative needs an sm_90 device, this is {:?}", g.gemm.device().compute_capability);
+        return;
+    }
+    run_shapes(&g, Dispatch::Force(Kernel::Sm90Cooperative), "shapes_sm90_cooperative");
+}
+
 /// The 2-CTA cluster kernel where its two CTAs differ: M not a multiple of 256 puts the second
 /// CTA's rows (partly, or for M % 256 in 1..=128 entirely) past M. That CTA must still load and
 /// multicast its half of the W tile and take part in every barrier, or its peer hangs or reads a
@@ -373,6 +384,16 @@ fn reference_shape_sm90_pingpong_cluster2() {
     reference_shape(&g, Dispatch::Force(Kernel::Sm90PingpongCluster2), "reference_shape_sm90_pingpong_cluster2");
 }
 
+#[test]
+fn reference_shape_sm90_cooperative() {
+    let Some(g) = common::gpu() else { return };
+    if !g.is_hopper() {
+        println!("skipped: Sm90Cooperative needs an sm_90 device, this is {:?}", g.gemm.device().compute_capability);
+        return;
+    }
+    reference_shape(&g, Dispatch::Force(Kernel::Sm90Cooperative), "reference_shape_sm90_cooperative");
+}
+
 /// Every kernel in the fatbin has a `shapes_*` test above (runs without a GPU): adding a kernel
 /// without adding its test fails here.
 #[test]
@@ -388,6 +409,7 @@ fn every_kernel_has_a_shapes_test() {
         Kernel::Sm80SmallScalar,
         Kernel::Sm90Pingpong,
         Kernel::Sm90PingpongCluster2,
+        Kernel::Sm90Cooperative,
     ];
     for k in Kernel::ALL {
         assert!(covered.contains(&k), "kernel {k:?} ({}) has no shapes_* test in tests/gpu_shapes.rs", k.name());

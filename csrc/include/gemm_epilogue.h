@@ -100,6 +100,11 @@ typedef struct __attribute__((aligned(64))) GeTensorMap {
 typedef struct GeSm90Params {
     GeTensorMap x_map; /* X as a 2-D tensor {k, m} (k innermost), box {TILE_K, TILE_M}, 128B swizzle */
     GeTensorMap w_map; /* W as a 2-D tensor {k, n} (k innermost), box {TILE_K, TILE_N}, 128B swizzle */
+    /* out as a 2-D tensor {n, m} (n innermost), box {GE_SM90_STORE_BOX_COLS, rows of one
+     * consumer's tile}, 128B swizzle: the epilogue's TMA stores. Encoded (and store_tma = 1) only
+     * when out is 16-byte aligned and n % 4 == 0 and ldo % 4 == 0 (TMA clips a box at n only to
+     * 16 bytes); else store_tma = 0, the map is unused and the epilogue stores from registers. */
+    GeTensorMap out_map;
     GeProblem problem; /* pointers for the epilogue (bias, out) and the shape */
     /* Stream-K (csrc/sm90/stream_k.cuh; ping-pong kernel without cluster only): the last sk_tiles
      * tiles of the schedule are split along K across all CTAs (the host uses it as split-K: all
@@ -109,21 +114,29 @@ typedef struct GeSm90Params {
     float *partials;
     int32_t *flags;
     int32_t sk_tiles;
+    int32_t store_tma; /* 1: store through out_map; 0: direct stores (any ldo, any alignment) */
 } GeSm90Params;
+
+/* The epilogue of every sm_90 kernel stages its results in shared memory, GE_SM90_STORE_BOX_COLS
+ * columns (one 128-byte swizzle row) at a time, in GE_SM90_EPILOGUE_SMEM_BYTES of buffers (half
+ * per consumer warpgroup), and TMA-stores each box. */
+#define GE_SM90_STORE_BOX_COLS 32
+#define GE_SM90_EPILOGUE_SMEM_BYTES 32768
 
 /* "pingpong": warp-specialized persistent kernel, 1 producer + 2 consumer warpgroups, each
  * consumer owning a 128x128 tile (alternating), 32-float K stages in a STAGES-deep TMA ring.
  * Entry: ge_sm90_tf32_128x128x32_s6_pingpong. Grid: min(num_tiles, num_SMs) CTAs, 1-D, no
  * cluster; num_tiles = ceil(m/TILE_M) * ceil(n/TILE_N). Dynamic smem: SMEM_BYTES (the stages,
- * the mbarriers and 1024 bytes of alignment slack). Tensor map boxes: {TILE_K, TILE_M} for X,
- * {TILE_K, TILE_N} for W. */
+ * the epilogue buffers, the mbarriers and 1024 bytes of alignment slack). Tensor map boxes:
+ * {TILE_K, TILE_M} for X, {TILE_K, TILE_N} for W, {STORE_BOX_COLS, TILE_M} for out. */
 #define GE_SM90_PINGPONG_TILE_M 128
 #define GE_SM90_PINGPONG_TILE_N 128
 #define GE_SM90_PINGPONG_TILE_K 32
 #define GE_SM90_PINGPONG_STAGES 6
 #define GE_SM90_PINGPONG_THREADS 384
-#define GE_SM90_PINGPONG_SMEM_BYTES \
-    (GE_SM90_PINGPONG_STAGES * (GE_SM90_PINGPONG_TILE_M + GE_SM90_PINGPONG_TILE_N) * GE_SM90_PINGPONG_TILE_K * 4 + 2048)
+#define GE_SM90_PINGPONG_SMEM_BYTES                                                                     \
+    (GE_SM90_PINGPONG_STAGES * (GE_SM90_PINGPONG_TILE_M + GE_SM90_PINGPONG_TILE_N) * GE_SM90_PINGPONG_TILE_K * 4 + \
+     GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
 
 /* "pingpong, cluster of 2": the same kernel (tiles, stages, threads, SMEM_BYTES as above) with
  * the CTAs paired into clusters of CLUSTER_M = 2 along M. The two CTAs of a cluster compute
@@ -144,5 +157,20 @@ typedef struct GeSm90Params {
  * stored; that CTA still loads and multicasts its W slice. */
 #define GE_SM90_PINGPONG_CLUSTER_M 2
 #define GE_SM90_PINGPONG_C2_W_BOX_ROWS (GE_SM90_PINGPONG_TILE_N / GE_SM90_PINGPONG_CLUSTER_M)
+
+/* "cooperative": the same warp roles, but both consumers work on every tile, each on TILE_M / 2
+ * rows of it (m64n256k8 wgmmas: fewer shared-memory bytes per FLOP than the ping-pong's
+ * m64n128k8), 128x256x32 tiles, 4 stages. Entry: ge_sm90_tf32_128x256x32_s4_cooperative. Grid,
+ * launch and smem as for "pingpong"; num_tiles = ceil(m/TILE_M) * ceil(n/TILE_N) with these
+ * tiles. Tensor map boxes: {TILE_K, TILE_M} for X, {TILE_K, TILE_N} for W, {STORE_BOX_COLS,
+ * TILE_M / 2} for out. */
+#define GE_SM90_COOP_TILE_M 128
+#define GE_SM90_COOP_TILE_N 256
+#define GE_SM90_COOP_TILE_K 32
+#define GE_SM90_COOP_STAGES 4
+#define GE_SM90_COOP_THREADS 384
+#define GE_SM90_COOP_SMEM_BYTES                                                                              \
+    (GE_SM90_COOP_STAGES * (GE_SM90_COOP_TILE_M + GE_SM90_COOP_TILE_N) * GE_SM90_COOP_TILE_K * 4 + \
+     GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
 
 #endif /* GEMM_EPILOGUE_H */

@@ -21,29 +21,35 @@ static_assert(Pingpong128x128x32C2::B_SLICE_ROWS == GE_SM90_PINGPONG_C2_W_BOX_RO
 static_assert(Pingpong128x128x32C2::THREADS == GE_SM90_PINGPONG_THREADS, "header THREADS out of date");
 static_assert(Pingpong128x128x32C2::SMEM_BYTES == GE_SM90_PINGPONG_SMEM_BYTES, "header SMEM_BYTES out of date");
 
+// 128x256x32 tiles shared by both consumers (64 rows each), 4 stages.
+using Cooperative128x256x32 = KernelConfig<GE_SM90_COOP_TILE_M, GE_SM90_COOP_TILE_N, GE_SM90_COOP_TILE_K,
+                                           GE_SM90_COOP_STAGES, Schedule::Cooperative>;
+static_assert(Cooperative128x256x32::THREADS == GE_SM90_COOP_THREADS, "header THREADS out of date");
+static_assert(Cooperative128x256x32::SMEM_BYTES == GE_SM90_COOP_SMEM_BYTES, "header SMEM_BYTES out of date");
+
 }  // namespace ge::sm90
 
-// Grid: min(num_tiles, num_SMs) persistent CTAs; block GE_SM90_PINGPONG_THREADS; dynamic smem
-// GE_SM90_PINGPONG_SMEM_BYTES; no cluster. Tensor maps per GeSm90Params (128B swizzle).
-extern "C" __global__ void __launch_bounds__(GE_SM90_PINGPONG_THREADS, 1)
-    ge_sm90_tf32_128x128x32_s6_pingpong(const __grid_constant__ GeSm90Params p) {
+// One persistent entry per configuration: parameters in GeSm90Params (tensor maps with 128B
+// swizzle), dynamic smem CFG::SMEM_BYTES, block CFG::THREADS, 1-D grid (see the header).
+#define GE_SM90_ENTRY(NAME, CFG)                                                                   \
+    extern "C" __global__ void __launch_bounds__(CFG::THREADS, 1) NAME(const __grid_constant__ GeSm90Params p) { \
+        GE_SM90_BODY(CFG)                                                                          \
+    }
 #if GE_SM90_ENABLED
-    extern __shared__ __align__(1024) uint8_t ge_sm90_smem[];
-    ge::sm90::warp_specialized_gemm<ge::sm90::Pingpong128x128x32>(p, ge_sm90_smem, threadIdx.x, blockIdx.x, gridDim.x);
+#define GE_SM90_BODY(CFG)                                                                          \
+    extern __shared__ __align__(1024) uint8_t ge_sm90_smem[];                                      \
+    ge::sm90::warp_specialized_gemm<CFG>(p, ge_sm90_smem, threadIdx.x, blockIdx.x, gridDim.x);
 #else
-    __trap();
+#define GE_SM90_BODY(CFG) __trap();
 #endif
-}
+
+// Grid: min(num_tiles, num_SMs) CTAs; no cluster.
+GE_SM90_ENTRY(ge_sm90_tf32_128x128x32_s6_pingpong, ge::sm90::Pingpong128x128x32)
 
 // Launched with cuLaunchKernelEx and CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = (2, 1, 1) (no
 // __cluster_dims__ here: this file is compiled for sm_80 too). Grid: 2 * min(cluster_tiles,
-// max active clusters) persistent CTAs; block, smem as above; W map box {TILE_K, TILE_N / 2}.
-extern "C" __global__ void __launch_bounds__(GE_SM90_PINGPONG_THREADS, 1)
-    ge_sm90_tf32_128x128x32_s6_pingpong_c2(const __grid_constant__ GeSm90Params p) {
-#if GE_SM90_ENABLED
-    extern __shared__ __align__(1024) uint8_t ge_sm90_smem[];
-    ge::sm90::warp_specialized_gemm<ge::sm90::Pingpong128x128x32C2>(p, ge_sm90_smem, threadIdx.x, blockIdx.x, gridDim.x);
-#else
-    __trap();
-#endif
-}
+// max active clusters) persistent CTAs; W map box {TILE_K, TILE_N / 2}.
+GE_SM90_ENTRY(ge_sm90_tf32_128x128x32_s6_pingpong_c2, ge::sm90::Pingpong128x128x32C2)
+
+// Grid: min(num_tiles, num_SMs) CTAs; no cluster; out map box {STORE_BOX_COLS, TILE_M / 2}.
+GE_SM90_ENTRY(ge_sm90_tf32_128x256x32_s4_cooperative, ge::sm90::Cooperative128x256x32)

@@ -94,6 +94,48 @@ __device__ __forceinline__ void tma_load_2d_multicast(void *dst, const void *tma
 #endif
 }
 
+// 2-D tiled bulk store of one box from smem (same layout rules as the load) to coordinates
+// (c0 = innermost, c1); the hardware clips the parts of the box outside the tensor.
+__device__ __forceinline__ void tma_store_2d(const void *tmap, const void *src, int32_t c0, int32_t c1) {
+#if GE_SM90_ENABLED
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+                     reinterpret_cast<uint64_t>(tmap)),
+                 "r"(smem_u32(src)), "r"(c0), "r"(c1)
+                 : "memory");
+#endif
+}
+
+// Closes this thread's bulk-store group (the stores issued since the previous commit).
+__device__ __forceinline__ void bulk_commit_group() {
+#if GE_SM90_ENABLED
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#endif
+}
+
+// Waits until at most N of this thread's bulk-store groups still read their smem source
+// (their buffers may then be overwritten; the global writes may still be in flight).
+template <int N>
+__device__ __forceinline__ void bulk_wait_group_read() {
+#if GE_SM90_ENABLED
+    asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+#endif
+}
+
+// Waits until all of this thread's bulk-store groups are complete, global writes included.
+__device__ __forceinline__ void bulk_wait_all() {
+#if GE_SM90_ENABLED
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#endif
+}
+
+// Makes this thread's generic-proxy smem writes visible to the async proxy (a TMA store that
+// a later barrier lets another thread issue).
+__device__ __forceinline__ void fence_proxy_async_smem() {
+#if GE_SM90_ENABLED
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
 // ---- Clusters ------------------------------------------------------------------------------
 
 __device__ __forceinline__ uint32_t cluster_ctarank() {

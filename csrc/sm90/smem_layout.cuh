@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "../include/gemm_epilogue.h"
+
 namespace ge::sm90 {
 
 // Bytes of one 128B swizzle atom (8 rows x 128 B); every tile starts on one of these so that
@@ -32,9 +34,15 @@ __device__ __forceinline__ uint64_t make_desc_k_major_sw128(uint32_t smem_addr) 
 // (the swizzle is applied to the final address), in 16-byte descriptor units.
 __device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
 
+// Epilogue staging per consumer warpgroup: (rows, 32) fp32 boxes, 128B-swizzled like the
+// operand tiles (conflict-free fragment writes; TMA stores the same layout), as many as fit.
+inline constexpr uint32_t kStoreBoxCols = GE_SM90_STORE_BOX_COLS;
+inline constexpr uint32_t kEpilogueFloatsPerConsumer = GE_SM90_EPILOGUE_SMEM_BYTES / sizeof(float) / 2;
+
 // The CTA's dynamic shared memory, carved from a 1024-byte aligned base:
 //   a[s]: (TILE_M, TILE_K) fp32, 128B-swizzled, stage s
 //   b[s]: (TILE_N, TILE_K) fp32, 128B-swizzled, stage s
+//   c[w]: consumer w's epilogue boxes
 //   full[s]  : TMA -> consumers ("stage s holds data"), 1 arrival + tx bytes
 //   empty[s] : consumers -> producer ("stage s may be overwritten"), one arrival per releasing
 //              consumer warp of every CTA in the cluster
@@ -49,6 +57,7 @@ struct SharedStorage {
 
     alignas(1024) float a[STAGES][TILE_M * TILE_K];
     alignas(1024) float b[STAGES][TILE_N * TILE_K];
+    alignas(1024) float c[2][kEpilogueFloatsPerConsumer];
     uint64_t full[STAGES];
     uint64_t empty[STAGES];
 };

@@ -69,7 +69,7 @@ struct KernelConfig {
     // Named barrier ids (0 is __syncthreads): ORDER_BARRIER + c is "consumer c may start its mainloop".
     static constexpr uint32_t ORDER_BARRIER = 1;
     static constexpr uint32_t ORDER_BARRIER_THREADS = 2 * WARPGROUP_THREADS;
-    // WARPGROUP_BARRIER + c: the 128 threads of consumer c (stream-K partial hand-off).
+    // WARPGROUP_BARRIER + c: the 128 threads of consumer c (stream-K hand-off, epilogue boxes).
     static constexpr uint32_t WARPGROUP_BARRIER = 3;
     // Stream-K needs one consumer per tile and no cluster (one partial slot per CTA).
     static constexpr bool STREAM_K = !COOPERATIVE && CLUSTER_M_ == 1;
@@ -222,6 +222,58 @@ __device__ __forceinline__ void store_tile(const GeProblem &prob, int m0, int n0
     }
 }
 
+// Epilogue of one consumer tile through shared memory: for each STORE_BOX_COLS-wide column
+// slice, the warpgroup applies the epilogue to its fragments and writes them into a 128B-swizzled
+// (CONSUMER_ROWS, 32) box in `boxes`, then one thread TMA-stores the box to out at (row m0,
+// column n0 + 32 q); TMA clips what lies outside out. Full 128-byte lines, one instruction per
+// box, and the warps move on while the bulk copies drain. A box buffer is rewritten only after
+// the store issued BUFS boxes earlier (maybe in the previous tile) has read it.
+template <class Cfg>
+__device__ __forceinline__ void store_tile_tma(const GeSm90Params &p, float *boxes, int m0, int n0,
+                                               const float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM], int warp,
+                                               int lane, uint32_t wg_barrier) {
+    constexpr int kBoxFloats = Cfg::CONSUMER_ROWS * kStoreBoxCols;
+    constexpr int kBufs = kEpilogueFloatsPerConsumer / kBoxFloats;
+    constexpr int kGroups = kStoreBoxCols / 8;  // 8-column fragment groups per box
+    static_assert(kBufs >= 1, "epilogue staging smaller than one box");
+    const auto epi = Cfg::Epilogue::from(p.problem);
+    const int wg_thread = warp * 32 + lane;
+    const int quad = lane % 4;
+#pragma unroll
+    for (int q = 0; q < Cfg::WGMMA_N / kStoreBoxCols; ++q) {
+        float *box = boxes + (q % kBufs) * kBoxFloats;
+        if (wg_thread == 0) ptx::bulk_wait_group_read<kBufs - 1>();
+        ptx::named_barrier_sync(wg_barrier, Cfg::WARPGROUP_THREADS);
+#pragma unroll
+        for (int g = 0; g < kGroups; ++g) {
+            const int i = q * kGroups + g;  // 8-column group of the wgmma fragment
+            const int col = n0 + i * 8 + quad * 2;
+            const float b0 = col < p.problem.n ? epi.bias_at(col) : 0.0f;
+            const float b1 = col + 1 < p.problem.n ? epi.bias_at(col + 1) : 0.0f;
+            // Byte offset in a 128-byte box row: 16-byte chunk (2g + quad/2) XOR (row % 8), where
+            // row % 8 == lane / 4 for every row this thread holds.
+            const int in_row = (((2 * g + quad / 2) ^ (lane / 4)) * 16) + (quad % 2) * 8;
+#pragma unroll
+            for (int ma = 0; ma < Cfg::M_ATOMS; ++ma) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int row = ma * Cfg::WGMMA_M + warp * 16 + lane / 4 + h * 8;
+                    const float v0 = epi(acc[ma][i * 4 + h * 2 + 0], b0);
+                    const float v1 = epi(acc[ma][i * 4 + h * 2 + 1], b1);
+                    *reinterpret_cast<float2 *>(reinterpret_cast<uint8_t *>(box) + row * 128 + in_row) =
+                        make_float2(v0, v1);
+                }
+            }
+        }
+        ptx::fence_proxy_async_smem();  // each writer, before the barrier that lets the store read
+        ptx::named_barrier_sync(wg_barrier, Cfg::WARPGROUP_THREADS);
+        if (wg_thread == 0) {
+            ptx::tma_store_2d(&p.out_map, box, n0 + q * kStoreBoxCols, m0);
+            ptx::bulk_commit_group();
+        }
+    }
+}
+
 // Consumer warpgroup `consumer` (0 or 1). PingPong: tiles j = consumer, consumer + 2, ... of
 // this CTA, whole. Cooperative: every tile j, rows consumer * CONSUMER_ROWS.. of it.
 template <class Cfg>
@@ -272,10 +324,16 @@ __device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Sto
                 while (ptx::ld_acquire(p.flags + w.sk_tile) < expected) __nanosleep(64);
             ptx::named_barrier_sync(wg_barrier, Cfg::WARPGROUP_THREADS);
             for (int c = w.first_contributor; c < work.cta; ++c)
-                if (work.range_start(c + 1) > work.range_start(c)) add_partial<kAcc>(p.partials + c * kSlot, &acc[0][0], wg_thread);
+                if (work.has_range(c)) add_partial<kAcc>(p.partials + c * kSlot, &acc[0][0], wg_thread);
         }
-        store_tile<Cfg>(prob, tile.m0 + cta_rank * Cfg::TILE_M + row0, tile.n0, acc, warp, lane, vec2);
+        const int m0 = tile.m0 + cta_rank * Cfg::TILE_M + row0;
+        if (p.store_tma)
+            store_tile_tma<Cfg>(p, s.c[consumer], m0, tile.n0, acc, warp, lane, Cfg::WARPGROUP_BARRIER + consumer);
+        else
+            store_tile<Cfg>(prob, m0, tile.n0, acc, warp, lane, vec2);
     }
+    // The staging buffers must outlive the bulk stores that read them.
+    if (p.store_tma && wg_thread == 0) ptx::bulk_wait_all();
 }
 
 // The whole kernel body; the __global__ entry passes its thread/block indices.

@@ -18,14 +18,22 @@ pub const GE_SM80_SMALL_TILE_N: u32 = 64;
 pub const GE_SM80_SMALL_TILE_K: u32 = 32;
 pub const GE_SM80_SMALL_STAGES: u32 = 4;
 pub const GE_SM80_SMALL_THREADS: u32 = 128;
+pub const GE_SM90_STORE_BOX_COLS: u32 = 32;
+pub const GE_SM90_EPILOGUE_SMEM_BYTES: u32 = 32768;
 pub const GE_SM90_PINGPONG_TILE_M: u32 = 128;
 pub const GE_SM90_PINGPONG_TILE_N: u32 = 128;
 pub const GE_SM90_PINGPONG_TILE_K: u32 = 32;
 pub const GE_SM90_PINGPONG_STAGES: u32 = 6;
 pub const GE_SM90_PINGPONG_THREADS: u32 = 384;
-pub const GE_SM90_PINGPONG_SMEM_BYTES: u32 = 198656;
+pub const GE_SM90_PINGPONG_SMEM_BYTES: u32 = 231424;
 pub const GE_SM90_PINGPONG_CLUSTER_M: u32 = 2;
 pub const GE_SM90_PINGPONG_C2_W_BOX_ROWS: u32 = 64;
+pub const GE_SM90_COOP_TILE_M: u32 = 128;
+pub const GE_SM90_COOP_TILE_N: u32 = 256;
+pub const GE_SM90_COOP_TILE_K: u32 = 32;
+pub const GE_SM90_COOP_STAGES: u32 = 4;
+pub const GE_SM90_COOP_THREADS: u32 = 384;
+pub const GE_SM90_COOP_SMEM_BYTES: u32 = 231424;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct GeProblem {
@@ -163,26 +171,32 @@ impl Default for GeTensorMap {
 pub struct GeSm90Params {
     pub x_map: GeTensorMap,
     pub w_map: GeTensorMap,
+    pub out_map: GeTensorMap,
     pub problem: GeProblem,
     pub partials: *mut f32,
     pub flags: *mut i32,
     pub sk_tiles: i32,
+    pub store_tma: i32,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of GeSm90Params"][::std::mem::size_of::<GeSm90Params>() - 384usize];
+    ["Size of GeSm90Params"][::std::mem::size_of::<GeSm90Params>() - 512usize];
     ["Alignment of GeSm90Params"][::std::mem::align_of::<GeSm90Params>() - 64usize];
     ["Offset of field: GeSm90Params::x_map"][::std::mem::offset_of!(GeSm90Params, x_map) - 0usize];
     ["Offset of field: GeSm90Params::w_map"]
         [::std::mem::offset_of!(GeSm90Params, w_map) - 128usize];
+    ["Offset of field: GeSm90Params::out_map"]
+        [::std::mem::offset_of!(GeSm90Params, out_map) - 256usize];
     ["Offset of field: GeSm90Params::problem"]
-        [::std::mem::offset_of!(GeSm90Params, problem) - 256usize];
+        [::std::mem::offset_of!(GeSm90Params, problem) - 384usize];
     ["Offset of field: GeSm90Params::partials"]
-        [::std::mem::offset_of!(GeSm90Params, partials) - 328usize];
+        [::std::mem::offset_of!(GeSm90Params, partials) - 456usize];
     ["Offset of field: GeSm90Params::flags"]
-        [::std::mem::offset_of!(GeSm90Params, flags) - 336usize];
+        [::std::mem::offset_of!(GeSm90Params, flags) - 464usize];
     ["Offset of field: GeSm90Params::sk_tiles"]
-        [::std::mem::offset_of!(GeSm90Params, sk_tiles) - 344usize];
+        [::std::mem::offset_of!(GeSm90Params, sk_tiles) - 472usize];
+    ["Offset of field: GeSm90Params::store_tma"]
+        [::std::mem::offset_of!(GeSm90Params, store_tma) - 476usize];
 };
 impl Default for GeSm90Params {
     fn default() -> Self {
