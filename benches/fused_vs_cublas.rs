@@ -349,9 +349,12 @@ fn append_markdown(text: &str) {
 
 fn run_header(device: &str) -> String {
     let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    // Under git, the checkout's; on a GPU host without git, what ../shared/gpu/pack recorded.
+    // Run from .gpu/ (built by ../shared/gpu/pack): what the packer recorded, since the GPU host's
+    // copy of .git may lag behind the tree it was given. Under cargo: the checkout's.
+    let from_pack = std::env::current_exe().is_ok_and(|p| p.components().any(|c| c.as_os_str() == ".gpu"));
     let git = |args: &[&str]| {
-        std::process::Command::new("git").args(args).output().ok().filter(|o| o.status.success()).map(|o| o.stdout)
+        let out = if from_pack { None } else { std::process::Command::new("git").args(args).output().ok() };
+        out.filter(|o| o.status.success()).map(|o| o.stdout)
     };
     let packed = |file: &str| std::fs::read_to_string(format!(".gpu/{file}")).ok();
     let commit = git(&["rev-parse", "--short", "HEAD"])
