@@ -60,7 +60,7 @@ impl Plan {
     /// f32 elements of workspace the plan uses (0 without repacks or stream-K).
     pub fn workspace_len(&self, m: usize, n: usize, k: usize) -> usize {
         let repacks = repack_len(Shape { m, n, k }, self.repack_x, self.repack_w);
-        repacks + if self.stream_k_tiles > 0 { stream_k_len(self.kernel, self.grid) } else { 0 }
+        repacks + if self.stream_k_tiles > 0 { stream_k_len(self.kernel, self.grid, self.stream_k_tiles) } else { 0 }
     }
 }
 
@@ -70,18 +70,27 @@ fn partial_tile_len(kernel: Kernel) -> usize {
     tm as usize * tn as usize
 }
 
-/// Workspace of stream-K: `grid` partial tiles, then `grid` i32 counters (at most one per CTA).
-fn stream_k_len(kernel: Kernel, grid: u32) -> usize {
-    grid as usize * (partial_tile_len(kernel) + 1)
+/// Workspace of stream-K: `grid` partial tiles (one per CTA), then one i32 counter per stream-K tile.
+fn stream_k_len(kernel: Kernel, grid: u32, sk_tiles: u32) -> usize {
+    grid as usize * partial_tile_len(kernel) + sk_tiles as usize
 }
 
 /// Least k-blocks per CTA for which splitting a tile along K (when there are fewer tiles than
 /// SMs) is worth a partial-tile round trip.
 const SPLIT_K_MIN_BLOCKS: u64 = 8;
 
-/// Split-K (stream-K over every tile) for a TMA kernel without clusters: (grid, stream-K tiles)
-/// when there are fewer tiles than SMs, enough K to share and room in the workspace left after
-/// `used`; else None.
+/// Least full waves of tiles before the last, partial wave is worth sharing (stream-K tail).
+const STREAM_K_MIN_WAVES: u64 = 8;
+
+/// Stream-K for a TMA kernel that supports it, when the workspace has room after `used`:
+/// (grid, stream-K tiles), else None.
+/// - Fewer tiles than SMs: split-K, every tile shared along K by up to one CTA per SM (at least
+///   SPLIT_K_MIN_BLOCKS k-blocks each).
+/// - At least STREAM_K_MIN_WAVES full waves and a partial last one: the tiles of the last wave
+///   (plus one full wave when it is less than a quarter full) are shared along K by all CTAs, so
+///   the last wave no longer keeps a few SMs busy while the rest idle (the reference shape: 31.03
+///   tiles per SM). Measured on the H200 (docs/TILING.md): 1–2.5 % faster with 15 and 31 waves,
+///   slower with 7 (4096³), hence the threshold.
 fn stream_k(device: &DeviceInfo, kernel: Kernel, s: Shape, workspace: usize, used: usize) -> Option<(u64, u64)> {
     let spec = kernel.spec();
     if !spec.split_k || s.k == 0 {
@@ -89,16 +98,23 @@ fn stream_k(device: &DeviceInfo, kernel: Kernel, s: Shape, workspace: usize, use
     }
     let (t, sms) = (tiles(s, kernel), device.sm_count as u64);
     let k_blocks = (s.k as u64).div_ceil(spec.tile_k as u64);
-    // Only with fewer tiles than SMs: every tile split along K (at least SPLIT_K_MIN_BLOCKS per
-    // CTA). The kernel can also share just the last, partial wave of a larger problem (T % SMs
-    // tiles), but on the H200 that measured slower than leaving it alone (docs/TILING.md).
-    if t >= sms {
+    let (grid, sk) = if t < sms {
+        let grid = (t * k_blocks / SPLIT_K_MIN_BLOCKS).min(sms);
+        if grid <= t {
+            return None;
+        }
+        (grid, t)
+    } else if t % sms != 0 && t / sms >= STREAM_K_MIN_WAVES {
+        // A last wave at least a quarter full is shared as it is (each CTA a quarter tile or
+        // more); a thinner one together with the wave before it, or a tile would be cut into
+        // dozens of slivers with as many partials to add (reference shape: 4 tiles, 33 CTAs each).
+        let tail = t % sms;
+        (sms, if 4 * tail >= sms { tail } else { tail + sms })
+    } else {
         return None;
-    }
-    let (grid, sk) = ((t * k_blocks / SPLIT_K_MIN_BLOCKS).min(sms), t);
-    let enough_work = grid > t;
-    let fits = workspace.saturating_sub(used) >= stream_k_len(kernel, grid as u32);
-    (enough_work && fits).then_some((grid, sk))
+    };
+    let fits = workspace.saturating_sub(used) >= stream_k_len(kernel, grid as u32, sk as u32);
+    fits.then_some((grid, sk))
 }
 
 /// The fused `out = (v*s) + v`, `v = x·wᵀ + b` kernels, loaded into one CUDA context.
@@ -825,23 +841,31 @@ mod tests {
     }
 
     #[test]
-    fn split_k_when_fewer_tiles_than_sms_and_a_workspace_has_room() {
+    fn stream_k_when_a_workspace_has_room() {
         let a = |k| (ALIGNED, k);
         let plan = |s: Shape, ws| select(&H200, Dispatch::Auto, s, a(s.k), a(s.k), ws).unwrap();
-        let sk_len = |grid: usize| grid * (128 * 128 + 1);
-        // At least as many tiles as SMs: the plain persistent schedule (the partial last wave is
-        // not shared: measured slower), and no workspace for it.
+        let sk_len = |grid: usize, sk: usize| grid * 128 * 128 + sk;
+        // At least 8 full waves and a partial one: the reference shape's 4096 tiles are 31 waves
+        // of 132 and 4 tiles; those 4 are shared with the wave before (136 stream-K tiles).
         let s = shape(16384, 4096, 4096);
         let p = plan(s, usize::MAX);
-        assert_eq!((p.kernel, p.grid, p.stream_k_tiles, p.workspace_len(s.m, s.n, s.k)), (Kernel::Sm90Pingpong, 132, 0, 0));
+        assert_eq!((p.kernel, p.grid, p.stream_k_tiles), (Kernel::Sm90Pingpong, 132, 136));
+        assert_eq!(p.workspace_len(s.m, s.n, s.k), sk_len(132, 136));
+        // 2048 tiles: 15 waves and 68 tiles, more than a quarter wave: those 68 alone.
+        assert_eq!(plan(shape(8192, 4096, 4096), usize::MAX).stream_k_tiles, 68);
+        // Without room for the partial tiles, or with fewer than 8 waves (4096³: 7 waves and 100
+        // tiles), or whole waves only: the plain persistent schedule, and no workspace for it.
+        let p = plan(s, sk_len(132, 136) - 1);
+        assert_eq!((p.grid, p.stream_k_tiles, p.workspace_len(s.m, s.n, s.k)), (132, 0, 0));
         assert_eq!(plan(shape(4096, 4096, 4096), usize::MAX).stream_k_tiles, 0);
+        assert_eq!(plan(shape(132 * 128, 8 * 128, 64), usize::MAX).stream_k_tiles, 0);
         // Fewer tiles than SMs: split-K, at least 8 k-blocks per CTA.
         let s = shape(1, 4096, 4096);
         let p = plan(s, usize::MAX);
         assert_eq!((p.grid, p.stream_k_tiles), (132, 32));
-        assert_eq!(p.workspace_len(s.m, s.n, s.k), sk_len(132));
+        assert_eq!(p.workspace_len(s.m, s.n, s.k), sk_len(132, 32));
         // One element short of the partial tiles: one CTA per tile, no error.
-        let p = plan(s, sk_len(132) - 1);
+        let p = plan(s, sk_len(132, 32) - 1);
         assert_eq!((p.grid, p.stream_k_tiles, p.workspace_len(s.m, s.n, s.k)), (32, 0, 0));
         let p = plan(shape(300, 520, 512), usize::MAX);
         assert_eq!((p.grid, p.stream_k_tiles), (30, 15));
@@ -854,7 +878,7 @@ mod tests {
         assert_eq!((p.repack_x, p.grid, p.stream_k_tiles), (true, 132, 0), "192 tiles: no split");
         let u = shape(500, 3000, 4097);
         let repacks = (500 + 3000) * 4128;
-        let p = select(&H200, Dispatch::Auto, u, a(4097), a(4097), repacks + sk_len(132)).unwrap();
+        let p = select(&H200, Dispatch::Auto, u, a(4097), a(4097), repacks + sk_len(132, 96)).unwrap();
         assert_eq!((p.repack_x, p.grid, p.stream_k_tiles), (true, 132, 4 * 24));
         // Neither the cluster kernel nor mma.sync kernels use it.
         let c2 = Dispatch::Force(Kernel::Sm90PingpongCluster2);

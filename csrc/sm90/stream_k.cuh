@@ -3,7 +3,8 @@
 // The host marks the last `sk_tiles` tiles of the schedule as stream-K tiles: their
 // sk_tiles * K_TILES k-blocks ("units") are cut into G contiguous, equal ranges, one per CTA,
 // after its data-parallel tiles (tile c, c + G, ... of the rest). A range covers the end of one
-// tile, maybe whole tiles, and the start of another. Per tile:
+// tile, maybe whole tiles, and the start of another; a CTA works through them backwards
+// (StreamKSchedule::item). Per tile:
 //   - the CTA whose range holds the tile's last k-block is its finisher: it waits until every
 //     other CTA that worked on the tile has published its partial accumulator, adds them in
 //     CTA order (deterministic), applies the epilogue and stores;
@@ -13,11 +14,13 @@
 // Finishers only wait for CTAs with a lower index, whose partials never wait: no deadlock, as
 // long as all CTAs are resident (the grid is at most one CTA per SM).
 //
-// The host uses it as split-K: with fewer tiles than SMs (small M or N), every tile is a
-// stream-K tile and G > T CTAs share them (1×4096×4096: 32 tiles over 132 CTAs, 1.72× cuBLAS
-// instead of 2.4×). Sharing only the last, partial wave of a large problem (T % G tiles; 3 % of
-// the reference shape's tiles) measured slower on the H200 (0.993× vs 0.987× cuBLAS on the
-// reference shape, 0.968× vs 0.950× on 4096³), so the host does not.
+// The host uses it two ways (src/gemm.rs, stream_k()):
+//   - split-K: with fewer tiles than SMs (small M or N), every tile is a stream-K tile and G > T
+//     CTAs share them (1×4096×4096: 32 tiles over 132 CTAs, 1.72× cuBLAS instead of 2.4×);
+//   - a shared tail: with at least 8 full waves, the tiles of the partial last wave (plus one
+//     full wave when it is under a quarter full), so that no SM idles through the last wave
+//     (reference shape: 136 stream-K tiles, 1–2 % faster on the H200; 4096³ with 7 waves is
+//     slower, so the host leaves such problems alone).
 #pragma once
 
 #include <cstdint>
@@ -62,12 +65,19 @@ struct StreamKSchedule {
         return dp_items + pieces;
     }
 
+    // Item j of this CTA. The stream-K pieces come last and in reverse: first the range's last
+    // piece (the start of a tile a later CTA finishes), so this CTA publishes its partial before it
+    // ever waits; last the piece that finishes a tile earlier CTAs started, whose partials were
+    // then published long ago. In forward order a finisher would wait for a partial its
+    // predecessor computes at the end of its range, and with ranges longer than a tile those
+    // waits chain from CTA to CTA (4096³ with 232 stream-K tiles: 1.34x slower, measured).
     __device__ __forceinline__ WorkItem item(int j) const {
         if (j < dp_items) return {cta + j * grid, 0, k_tiles, static_cast<uint64_t>(j) * k_tiles, -1, true, cta};
-        const int t = static_cast<int>(u0 / k_tiles) + (j - dp_items);  // stream-K tile
+        const int t = static_cast<int>((u1 - 1) / k_tiles) - (j - dp_items);  // stream-K tile
         const int64_t first = static_cast<int64_t>(t) * k_tiles, last = first + k_tiles;
         const int64_t begin = u0 > first ? u0 : first, end = u1 < last ? u1 : last;
-        const uint64_t iteration = static_cast<uint64_t>(dp_items) * k_tiles + static_cast<uint64_t>(begin - u0);
+        // Ring position: after the data-parallel tiles and the pieces of later tiles, [end, u1).
+        const uint64_t iteration = static_cast<uint64_t>(dp_items) * k_tiles + static_cast<uint64_t>(u1 - end);
         return {dp_tiles + t, static_cast<int>(begin - first), static_cast<int>(end - first), iteration, t,
                 end == last, owner(first)};
     }
