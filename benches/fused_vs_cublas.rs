@@ -18,8 +18,8 @@
 //!
 //! Criterion runs the four functions one after the other; clocks drift with power (700 W cap), so
 //! for ratios each shape ALSO gets an interleaved measurement outside criterion: after warm-up,
-//! `ROUNDS` rounds, each timing every variant once in a rotating order (A B C D, B C D A, …), each
-//! sample being a batch of calls sized to ≥ ~0.5 ms. The medians, TFLOP/s and ratios are printed
+//! `ROUNDS` rounds, each timing every variant once, in orders where each variant follows every
+//! other equally often (`baseline::timing::round_order`), each sample being a batch of calls sized to ≥ ~0.5 ms. The medians, TFLOP/s and ratios are printed
 //! and appended as markdown to `target/interleaved.md` (path relative to where it runs: the
 //! repository root under `cargo bench`).
 //!
@@ -300,7 +300,7 @@ impl<'g> Case<'g> {
 // ---------------------------------------------------------------------------------------------
 // Interleaved measurement
 
-/// Median ms per call of each of `case.variants` (None: unavailable), timed in rotating order.
+/// Median ms per call of each of `case.variants` (None: unavailable), timed interleaved (`baseline::timing`).
 fn interleaved(case: &mut Case<'_>, rounds: usize) -> Vec<Option<f64>> {
     let (ctx, stream, variants) = (case.ctx.clone(), case.stream.clone(), case.variants.clone());
     let unavailable: Vec<bool> = variants.iter().map(|&v| !case.available(v)).collect();

@@ -8,7 +8,7 @@
 //! ```
 //!
 //! Variants, timed interleaved on one stream with CUDA events (after warm-up, `reps` rounds, each
-//! timing every variant once in rotating order; medians reported):
+//! timing every variant once, in balanced orders; medians reported):
 //! - ours: the fused kernel, `Dispatch::Auto` (the kernel that ran is printed);
 //! - cuBLAS GEMM + elementwise: `cublasGemmEx` TF32 then our elementwise `v·s + v` pass;
 //! - cuBLASLt 1 call: `cublasLtMatmul`, bias epilogue, `alpha = 1+s`, bias pre-scaled by `1+s`;
@@ -163,8 +163,8 @@ impl Job {
         }
     }
 
-    /// Median ms per call of each variant (indexed like `VARIANTS`), interleaved in rotating
-    /// order after ~0.3 s of warm-up, and the calls per sample.
+    /// Median ms per call of each variant (indexed like `VARIANTS`), interleaved in balanced
+    /// orders (`baseline::timing::round_order`) after ~0.3 s of warm-up, and the calls per sample.
     fn time(&mut self) -> gemm_epilogue::Result<([Option<f64>; 4], u64)> {
         let (ctx, stream, reps) = (self.ctx.clone(), self.stream.clone(), self.o.reps);
         let no_lt = self.lt_plan.is_none();

@@ -1,7 +1,8 @@
 //! Interleaved CUDA-event timing of several variants of one computation on one stream: what the
 //! benchmarks and the main-job example report. The H200 drifts with power and temperature, so
-//! variants are timed in rotating order (A B C, B C A, C A B, …) and compared by their medians,
-//! never back to back.
+//! variants are timed interleaved, in an order where each variant follows every other one equally
+//! often (a Williams design: what ran just before, and so the card's power state, is balanced),
+//! and compared by their medians.
 
 use std::sync::Arc;
 
@@ -23,8 +24,8 @@ pub struct Timing {
 
 /// Times `variants` (indices `0..variants`; `skip(i)` leaves one out) on `stream`: 3 warm-up
 /// calls of each, `warm_up_ms` more of all of them in turn, then `rounds` rounds of one sample
-/// per variant in rotating order, each sample `batch` back-to-back `launch(i)` calls between two
-/// events. All events are recorded up front and read after one synchronisation, so no host gap
+/// per variant in the order of [`round_order`], each sample `batch` back-to-back `launch(i)`
+/// calls between two events. All events are recorded up front and read after one synchronisation, so no host gap
 /// separates the variants.
 pub fn interleaved(
     ctx: &Arc<CudaContext>,
@@ -63,8 +64,8 @@ pub fn interleaved(
     let batch = batch_for(fastest);
     let mut recorded = Vec::with_capacity(rounds * timed.len());
     for r in 0..rounds {
-        for j in 0..timed.len() {
-            let i = timed[(r + j) % timed.len()];
+        for j in round_order(timed.len(), r) {
+            let i = timed[j];
             let (a, e) = (event()?, event()?);
             a.record(stream)?;
             for _ in 0..batch {
@@ -80,6 +81,20 @@ pub fn interleaved(
         samples[*i].push(a.elapsed_ms(e)? as f64 / batch as f64);
     }
     Ok(Timing { median_ms: samples.iter_mut().map(|s| median(s)).collect(), batch, rounds })
+}
+
+/// The order of the `n` variants in round `r`: row `r` of a Williams design, the Latin square whose
+/// first row is 0, 1, n−1, 2, n−2, … and whose row r adds r (mod n); for odd n the rows of the
+/// second n rounds are reversed. Over n (even n) or 2n (odd n) rounds every variant runs once per
+/// round and directly after each other variant equally often within rounds. A plain rotation
+/// (A B C D, B C D A, …) would run A after D in most rounds.
+pub fn round_order(n: usize, r: usize) -> Vec<usize> {
+    let first = (0..n).map(|j| if j == 0 { 0 } else if j % 2 == 1 { (j + 1) / 2 } else { n - j / 2 });
+    let mut row: Vec<usize> = first.map(|b| (b + r) % n.max(1)).collect();
+    if n % 2 == 1 && (r / n) % 2 == 1 {
+        row.reverse();
+    }
+    row
 }
 
 /// Calls per sample for a call of `ms`: at least ~0.5 ms of work, well above the events'
@@ -111,5 +126,31 @@ mod tests {
         assert_eq!(batch_for(1.6), 1);
         assert_eq!(batch_for(0.04), 13);
         assert_eq!(batch_for(0.0), 500);
+    }
+
+    #[test]
+    fn round_orders_balance_predecessors() {
+        assert_eq!(round_order(4, 0), [0, 1, 3, 2]);
+        assert_eq!(round_order(1, 5), [0]);
+        assert!(round_order(0, 3).is_empty());
+        for n in 2..=7 {
+            let rounds = if n % 2 == 0 { n } else { 2 * n };
+            let mut follows = vec![vec![0; n]; n];
+            for r in 0..rounds {
+                let row = round_order(n, r);
+                let mut sorted = row.clone();
+                sorted.sort();
+                assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "n = {n}, round {r}: {row:?}");
+                for w in row.windows(2) {
+                    follows[w[1]][w[0]] += 1;
+                }
+            }
+            let per_pair = if n % 2 == 0 { 1 } else { 2 };
+            for (b, row) in follows.iter().enumerate() {
+                for (a, &count) in row.iter().enumerate() {
+                    assert_eq!(count, if a == b { 0 } else { per_pair }, "n = {n}: {b} after {a}");
+                }
+            }
+        }
     }
 }
