@@ -190,8 +190,8 @@ impl<'g> Case<'g> {
         };
         match plan {
             Some(p) => println!(
-                "[{m}x{n}x{k}] seed {seed:#x}; fused (Auto) runs {} (grid {}, block {}, smem {} B, repack x {} w {}, split-K tiles {})",
-                p.kernel, p.grid, p.block, p.smem_bytes, p.repack_x, p.repack_w, p.stream_k_tiles
+                "[{m}x{n}x{k}] seed {seed:#x}; fused (Auto) runs {} (grid {}, block {}, smem {} B, repack x {} w {}, stream-K tiles {}, TMA store {})",
+                p.kernel, p.grid, p.block, p.smem_bytes, p.repack_x, p.repack_w, p.stream_k_tiles, p.tma_store
             ),
             None => println!("[{m}x{n}x{k}] seed {seed:#x}; fused: nothing to do"),
         }

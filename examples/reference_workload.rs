@@ -283,15 +283,18 @@ fn run(o: Opts, ctx: Arc<CudaContext>) -> gemm_epilogue::Result<ExitCode> {
     let plan = job.launch(Variant::Ours)?;
     match plan {
         Some(p) => println!(
-            "ours ran: {} (grid {}, block {}, smem {} B{})",
+            "ours ran: {} (grid {}, block {}, smem {} B{}{}{}; workspace {} MiB)",
             p.kernel,
             p.grid,
             p.block,
             p.smem_bytes,
             match (p.repack_x, p.repack_w) {
                 (false, false) => String::new(),
-                (rx, rw) => format!("; repacked {}{} into a {} MiB workspace first", if rx { "x " } else { "" }, if rw { "w" } else { "" }, (workspace_len * 4) >> 20),
-            }
+                (rx, rw) => format!("; repacked {}{} first", if rx { "x " } else { "" }, if rw { "w" } else { "" }),
+            },
+            if p.stream_k_tiles > 0 { format!("; {} tiles shared along K (stream-K)", p.stream_k_tiles) } else { String::new() },
+            if p.tma_store { "; TMA-store epilogue" } else { "" },
+            (workspace_len * 4) >> 20,
         ),
         None => println!("ours ran: nothing (empty problem)"),
     }
