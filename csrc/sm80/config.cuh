@@ -17,11 +17,18 @@ enum class Rounding {
     Truncate,  // raw fp32 bits; the tensor core ignores the low 13 mantissa bits
 };
 
+// How the epilogue writes the finished tile to global memory.
+enum class EpilogueStore {
+    Staged,     // through the (then idle) stage buffers: whole 16-byte chunks along out's rows
+    Registers,  // straight from the mma fragments: float2 per thread, 8 rows per warp store
+};
+
 template <int TileM_, int TileN_, int TileK_,  // CTA tile (BLK_M, BLK_N, BLK_K)
           int WarpM_, int WarpN_,              // warp tile
           int Stages_,                         // cp.async pipeline depth
           OperandAccess Access_,
           Rounding Rounding_ = Rounding::Nearest,
+          EpilogueStore Store_ = EpilogueStore::Staged,
           class Epilogue_ = epilogue::BiasScaleResidual>  // applied to each accumulator
 struct Config {
     static constexpr int kTileM = TileM_;
@@ -32,6 +39,7 @@ struct Config {
     static constexpr int kStages = Stages_;
     static constexpr OperandAccess kAccess = Access_;
     static constexpr Rounding kRounding = Rounding_;
+    static constexpr EpilogueStore kStore = Store_;
     using Epilogue = Epilogue_;
 
     // Instruction: mma.sync.aligned.m16n8k8 tf32.
@@ -54,6 +62,9 @@ struct Config {
     static_assert(kTileM % kWarpM == 0 && kTileN % kWarpN == 0, "warps must tile the CTA tile");
     static_assert(kWarpM % kInstM == 0 && kWarpN % kInstN == 0, "instructions must tile the warp");
     static_assert(kStages >= 3, "fewer than 3 stages cannot hide global latency");
+    static_assert(kStore != EpilogueStore::Staged || kTileM * kTileN * 4 <= kSmemBytes,
+                  "the staged epilogue holds the whole CTA tile in the stage buffers");
+    static_assert(kTileN % 32 == 0, "staged rows: whole groups of 8 16-byte chunks (the XOR swizzle)");
     static_assert((kTileM * kTileK / 4) % kThreads == 0 && (kTileN * kTileK / 4) % kThreads == 0,
                   "every thread copies the same number of 16-byte chunks");
 };

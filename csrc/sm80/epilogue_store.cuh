@@ -1,6 +1,9 @@
-// Warp-scope epilogue: applies the functor to this warp's accumulators and stores them once.
-// Each thread owns pairs of adjacent columns (mma D fragment), so a row segment of a warp is
-// 8 consecutive floats: 32-byte sectors, written as float2 where `out` allows.
+// The epilogue: applies the functor to each accumulator and stores the tile once, either
+//   store_tile         warp scope, straight from the mma D fragments: each thread owns pairs of
+//                      adjacent columns, so a warp store writes 8 rows x 32 bytes (float2);
+//   store_tile_staged  CTA scope, through shared memory: the warps write their fragments into the
+//                      idle stage buffers as a row-major CTA tile, then every thread stores whole
+//                      16-byte chunks along out's rows (a warp: 512 contiguous bytes).
 #pragma once
 
 #include <cstdint>
@@ -38,6 +41,56 @@ __device__ __forceinline__ void store_tile(const WarpMma<Cfg> &mma, const Epilog
                     if (c1) dst[1] = v1;
                 }
             }
+        }
+    }
+}
+
+// The CTA tile in shared memory: row r, 16-byte chunk c (of TILE_N / 4) at chunk c ^ (r % 8) of
+// the row, so the fragment writes (8 rows x 2 chunks per warp store) and the row-wise reads both
+// hit 8 distinct chunk positions per 128 bytes: no bank conflicts.
+template <class Cfg>
+__device__ __forceinline__ int staged_offset(int row, int col) {
+    return row * Cfg::kTileN + ((((col >> 2) ^ (row & 7))) << 2) + (col & 3);
+}
+
+// Call after the mainloop with no cp.async in flight; `smem` is the stage buffers.
+template <class Cfg, class Epilogue>
+__device__ __forceinline__ void store_tile_staged(const WarpMma<Cfg> &mma, const Epilogue &epi,
+                                                  const GeProblem &p, float *smem, int m0, int n0,
+                                                  int warp_m, int warp_n, int lane, int tid) {
+    const int g = lane >> 2, t = lane & 3;
+    __syncthreads();  // every warp is done reading its last fragments from the stages
+#pragma unroll
+    for (int j = 0; j < Cfg::kFragsN; ++j) {
+        const int col = warp_n * Cfg::kWarpN + j * Cfg::kInstN + 2 * t;  // in the tile
+        const float b0 = n0 + col < p.n ? epi.bias_at(n0 + col) : 0.0f;
+        const float b1 = n0 + col + 1 < p.n ? epi.bias_at(n0 + col + 1) : 0.0f;
+#pragma unroll
+        for (int i = 0; i < Cfg::kFragsM; ++i) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = warp_m * Cfg::kWarpM + i * Cfg::kInstM + g + 8 * h;
+                *reinterpret_cast<float2 *>(smem + staged_offset<Cfg>(row, col)) =
+                    make_float2(epi(mma.acc[i][j][2 * h], b0), epi(mma.acc[i][j][2 * h + 1], b1));
+            }
+        }
+    }
+    __syncthreads();
+    constexpr int kChunksPerRow = Cfg::kTileN / 4;
+    const bool vec4 = (p.ldo % 4 == 0) && (reinterpret_cast<uintptr_t>(p.out) % 16 == 0);
+#pragma unroll 4
+    for (int q = tid; q < Cfg::kTileM * kChunksPerRow; q += Cfg::kThreads) {
+        const int row = q / kChunksPerRow, col = (q % kChunksPerRow) * 4;
+        if (m0 + row >= p.m || n0 + col >= p.n) continue;
+        const float4 v = *reinterpret_cast<const float4 *>(smem + staged_offset<Cfg>(row, col));
+        float *dst = p.out + int64_t(m0 + row) * p.ldo + n0 + col;
+        if (vec4 && n0 + col + 3 < p.n) {
+            *reinterpret_cast<float4 *>(dst) = v;
+        } else {
+            const float e[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int c = 0; c < 4; ++c)
+                if (n0 + col + c < p.n) dst[c] = e[c];
         }
     }
 }

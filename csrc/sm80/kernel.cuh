@@ -95,9 +95,12 @@ __device__ __forceinline__ void fused_gemm(const GeProblem &p, float *smem, int 
             mma.mma(frag[s & 1]);
         }
     }
-    ptx::cp_async_wait<0>();  // nothing may still target smem when the CTA exits
+    ptx::cp_async_wait<0>();  // nothing may still target smem (the staged epilogue reuses it)
 
-    store_tile<Cfg>(mma, Cfg::Epilogue::from(p), p, m0, n0, warp_m, warp_n, lane);
+    if constexpr (Cfg::kStore == EpilogueStore::Staged)
+        store_tile_staged<Cfg>(mma, Cfg::Epilogue::from(p), p, smem, m0, n0, warp_m, warp_n, lane, tid);
+    else
+        store_tile<Cfg>(mma, Cfg::Epilogue::from(p), p, m0, n0, warp_m, warp_n, lane);
 }
 
 }  // namespace ge::sm80
