@@ -15,7 +15,8 @@ using Large = Config<GE_SM80_LARGE_TILE_M, GE_SM80_LARGE_TILE_N, GE_SM80_LARGE_T
 using LargeScalar = Config<GE_SM80_LARGE_TILE_M, GE_SM80_LARGE_TILE_N, GE_SM80_LARGE_TILE_K,
                            /*WarpM*/ 64, /*WarpN*/ 64, GE_SM80_LARGE_STAGES, OperandAccess::Scalar>;
 using Wide = Config<GE_SM80_WIDE_TILE_M, GE_SM80_WIDE_TILE_N, GE_SM80_WIDE_TILE_K,
-                    /*WarpM*/ 64, /*WarpN*/ 64, GE_SM80_WIDE_STAGES, OperandAccess::Vec4>;
+                    /*WarpM*/ 64, /*WarpN*/ 64, GE_SM80_WIDE_STAGES, OperandAccess::Vec4, Rounding::Nearest,
+                    EpilogueStore::Staged>;
 using WideScalar = Config<GE_SM80_WIDE_TILE_M, GE_SM80_WIDE_TILE_N, GE_SM80_WIDE_TILE_K,
                           /*WarpM*/ 64, /*WarpN*/ 64, GE_SM80_WIDE_STAGES, OperandAccess::Scalar>;
 using WideTrunc = Config<GE_SM80_WIDE_TILE_M, GE_SM80_WIDE_TILE_N, GE_SM80_WIDE_TILE_K,
