@@ -46,8 +46,9 @@ pub struct Plan {
     /// How the operands the tensor cores saw were converted to TF32: the kernel's own
     /// [`Kernel::rounding`], or [`Tf32Rounding::Nearest`] when both operands were repacked.
     pub rounding: Tf32Rounding,
-    /// Tiles of the last, partial wave that all CTAs share along K (stream-K, with one partial
-    /// tile per CTA in the workspace; or split-K when there are fewer tiles than SMs). 0: none,
+    /// Tiles that all CTAs share along K (stream-K, with one partial tile per CTA in the
+    /// workspace): every tile when there are fewer tiles than SMs (split-K), or on large
+    /// problems the last, partial wave (with the wave before it when that one is thin). 0: none,
     /// every CTA computes whole tiles (always so without a workspace).
     pub stream_k_tiles: u32,
     /// The epilogue staged `out` in shared memory and stored it with TMA (sm_90 kernels, when
@@ -224,8 +225,9 @@ impl FusedGemm {
     /// when it would use none. It holds, in order: X and W repacked when their rows are not
     /// 16-byte aligned (K % 4 != 0, a misaligned view, or a leading dimension that is not a
     /// multiple of 4), or when repacking is how the rounding asked for is reached
-    /// ([`FusedGemm::with_rounding`]); then, on sm_90 with fewer output tiles than SMs, one
-    /// partial tile per CTA and its counters for split-K ([`Plan::stream_k_tiles`]).
+    /// ([`FusedGemm::with_rounding`]); then, on sm_90 with fewer output tiles than SMs or with
+    /// at least 8 waves of them, one partial tile per CTA and a counter per shared tile for
+    /// stream-K ([`Plan::stream_k_tiles`]; 8.6 MB on the reference shape).
     pub fn workspace_len(&self, stream: &CudaStream, x: &MatrixRef<'_>, w: &MatrixRef<'_>) -> Result<usize> {
         self.check_stream(stream)?;
         if x.cols != w.cols {
