@@ -12,6 +12,10 @@
 //     Cooperative  split every tile along M (TILE_M / 2 rows each). With TILE_N = 256 each
 //                  consumer issues m64n256k8, which reads fewer smem bytes per FLOP than two
 //                  m64n128k8 sharing a B operand; TF32 wgmma is close to smem-bandwidth bound.
+//   epilogue         each consumer applies the functor to its fragments, stages them in
+//                    128B-swizzled (rows, 32) boxes of shared memory and TMA-stores each box
+//                    (store_tile_tma); outputs whose rows are not whole aligned 16-byte units
+//                    are stored from registers instead (store_tile). GeSm90Params::store_tma.
 #pragma once
 
 #include <cstdint>
