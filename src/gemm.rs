@@ -263,8 +263,8 @@ impl FusedGemm {
 
     /// Like [`FusedGemm::run`], with scratch memory (see [`FusedGemm::workspace_len`]): operands
     /// whose rows are not 16-byte aligned are first copied into it, so that the TMA + wgmma (or
-    /// 16-byte mma.sync) kernels can read them, and small problems on sm_90 split their tiles
-    /// along K through it. The workspace must start 16-byte aligned (every allocation does) and
+    /// 16-byte mma.sync) kernels can read them, and on sm_90 tiles are shared along K through
+    /// it (stream-K: all tiles of small problems, the last wave of large ones). The workspace must start 16-byte aligned (every allocation does) and
     /// must not be used by another call at the same time. A shorter workspace is not an error:
     /// the call then runs without what does not fit.
     #[allow(clippy::too_many_arguments)]
