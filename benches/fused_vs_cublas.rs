@@ -141,9 +141,12 @@ struct Case<'g> {
     w: CudaSlice<f32>,
     b: CudaSlice<f32>,
     out: CudaSlice<f32>,
-    /// Scratch for repacking operands whose rows are not 16-byte aligned (K % 4 != 0): what a
-    /// user who cares about speed passes to `run_with_workspace`. Allocated once, outside timing.
+    /// The workspace `workspace_len` asks for (repacking operands whose rows are not 16-byte
+    /// aligned, stream-K partial tiles): what a user who cares about speed passes to
+    /// `run_with_workspace`. Allocated once, outside timing.
     workspace: Option<CudaSlice<f32>>,
+    /// The same for each forced kernel (index: position in `variants`).
+    forced_workspace: Vec<Option<CudaSlice<f32>>>,
     /// What the fused call runs (from a first, untimed call).
     plan: Option<Plan>,
     /// What this shape times, in table order.
@@ -206,17 +209,49 @@ impl<'g> Case<'g> {
             }
         };
         let mut refused = Vec::new();
+        let mut forced_workspace = Vec::new();
         for &v in &variants {
+            let mut ws = None;
             if let Variant::Forced(kernel) = v {
                 let (xr, wr) = (MatrixRef::from_slice(&x, m, k), MatrixRef::from_slice(&w, n, k));
                 let forced = gemm.with_dispatch(Dispatch::Force(kernel));
-                if let Err(e) = forced.plan(stream, &xr, &wr, Some(&b.as_view()), &MatrixMut::from_slice(&mut out, m, n)) {
-                    println!("[{m}x{n}x{k}] {} unavailable: {e}", v.label());
-                    refused.push(v);
+                match forced.workspace_len(stream, &xr, &wr) {
+                    Ok(0) => {}
+                    Ok(len) => ws = Some(stream.alloc_zeros::<f32>(len)?),
+                    Err(e) => {
+                        println!("[{m}x{n}x{k}] {} unavailable: {e}", v.label());
+                        refused.push(v);
+                    }
+                }
+                if let Some(p) = ws.as_mut().and_then(|ws| {
+                    let mut o = MatrixMut::from_slice(&mut out, m, n);
+                    forced.run_with_workspace(stream, &xr, &wr, Some(&b.as_view()), SCALE, &mut o, &mut ws.as_view_mut()).ok().flatten()
+                }) {
+                    println!("[{m}x{n}x{k}] {} runs grid {}, stream-K tiles {} over {} CTAs", v.label(), p.grid, p.stream_k_tiles, p.stream_k_ctas);
                 }
             }
+            forced_workspace.push(ws);
         }
-        Ok(Self { m, n, k, ctx: ctx.clone(), stream: stream.clone(), gemm, blas, lt, lt_plan, x, w, b, out, workspace, plan, variants, refused })
+        Ok(Self {
+            m,
+            n,
+            k,
+            ctx: ctx.clone(),
+            stream: stream.clone(),
+            gemm,
+            blas,
+            lt,
+            lt_plan,
+            x,
+            w,
+            b,
+            out,
+            workspace,
+            forced_workspace,
+            plan,
+            variants,
+            refused,
+        })
     }
 
     fn flop(&self) -> f64 {
@@ -250,7 +285,13 @@ impl<'g> Case<'g> {
             },
             Variant::CublasGemm => self.blas.gemm(&x, &w, &mut out),
             Variant::Forced(kernel) => {
-                self.gemm.with_dispatch(Dispatch::Force(kernel)).run(&self.stream, &x, &w, Some(&b), SCALE, &mut out).map(|_| ())
+                let forced = self.gemm.with_dispatch(Dispatch::Force(kernel));
+                let slot = self.variants.iter().position(|u| *u == v).and_then(|i| self.forced_workspace[i].as_mut());
+                match slot {
+                    Some(ws) => forced.run_with_workspace(&self.stream, &x, &w, Some(&b), SCALE, &mut out, &mut ws.as_view_mut()),
+                    None => forced.run(&self.stream, &x, &w, Some(&b), SCALE, &mut out),
+                }
+                .map(|_| ())
             }
         }
     }

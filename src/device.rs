@@ -41,6 +41,11 @@ pub struct DeviceInfo {
     /// asked when the kernels are loaded. 0 where that kernel cannot run (not sm_90, or the query
     /// failed or said 0); the persistent cluster kernel launches at most this many clusters.
     pub max_active_clusters: u32,
+    /// How many CTAs of each kernel can be resident on one SM at once, indexed like
+    /// [`Kernel::ALL`](crate::Kernel::ALL): `cuOccupancyMaxActiveBlocksPerMultiprocessor` with the
+    /// kernel's block size and shared memory, asked when the kernels are loaded (1 until then, and
+    /// for a kernel the device cannot run). Stream-K sizes an mma.sync kernel's waves with it.
+    pub ctas_per_sm: [u32; crate::kernels::KERNEL_COUNT],
 }
 
 impl DeviceInfo {
@@ -50,8 +55,19 @@ impl DeviceInfo {
         let sm_count = ctx.attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let max_smem_per_block =
             ctx.attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
-        // Filled by `LoadedKernels::load`, which needs the loaded cluster kernel to ask.
-        Ok(Self { compute_capability, sm_count, max_smem_per_block, max_active_clusters: 0 })
+        // Filled by `LoadedKernels::load`, which needs the loaded kernels to ask.
+        Ok(Self {
+            compute_capability,
+            sm_count,
+            max_smem_per_block,
+            max_active_clusters: 0,
+            ctas_per_sm: [1; crate::kernels::KERNEL_COUNT],
+        })
+    }
+
+    /// CTAs of `kernel` resident at once on the whole device (at least one per SM).
+    pub fn resident_ctas(&self, kernel: crate::Kernel) -> u32 {
+        self.sm_count * self.ctas_per_sm[kernel.index()].max(1)
     }
 
     /// True on sm_90 (H100, H200, GH200): the only chips the sm_90a wgmma kernels run on.

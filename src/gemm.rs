@@ -10,7 +10,7 @@ use crate::error::{Error, Operand, Result};
 use crate::kernels::{Family, Kernel, LoadedKernels, Tf32Rounding};
 use crate::launch;
 use crate::matrix::{MatrixMut, MatrixRef};
-use crate::sys::{self, GeProblem, GeRepackParams, GeSm90Params, GeTensorMap};
+use crate::sys::{self, GeProblem, GeRepackParams, GeSm90Params, GeStreamK, GeTensorMap};
 use crate::tma;
 
 /// How [`FusedGemm`] picks a kernel.
@@ -46,11 +46,16 @@ pub struct Plan {
     /// How the operands the tensor cores saw were converted to TF32: the kernel's own
     /// [`Kernel::rounding`], or [`Tf32Rounding::Nearest`] when both operands were repacked.
     pub rounding: Tf32Rounding,
-    /// Tiles that all CTAs share along K (stream-K, with one partial tile per CTA in the
-    /// workspace): every tile when there are fewer tiles than SMs (split-K), or on large
-    /// problems the last, partial wave (with the wave before it when that one is thin). 0: none,
-    /// every CTA computes whole tiles (always so without a workspace).
+    /// Tiles that [`Plan::stream_k_ctas`] CTAs share along K (stream-K, with one partial tile
+    /// per such CTA in the workspace): every tile when there are fewer tiles than CTAs fit on the
+    /// device at once (split-K), or on large problems the last, partial wave (with the wave
+    /// before it when that one is thin). 0: none, every CTA computes whole tiles (always so
+    /// without a workspace).
     pub stream_k_tiles: u32,
+    /// CTAs that share the stream-K tiles: the whole persistent grid of an sm_90 kernel, or the
+    /// last `stream_k_ctas` CTAs of an mma.sync grid, after one CTA per whole tile. 0 without
+    /// stream-K.
+    pub stream_k_ctas: u32,
     /// The epilogue staged `out` in shared memory and stored it with TMA (sm_90 kernels, when
     /// `out` is 16-byte aligned and N and its leading dimension are multiples of 4); false: it
     /// stored from registers.
@@ -61,7 +66,7 @@ impl Plan {
     /// f32 elements of workspace the plan uses (0 without repacks or stream-K).
     pub fn workspace_len(&self, m: usize, n: usize, k: usize) -> usize {
         let repacks = repack_len(Shape { m, n, k }, self.repack_x, self.repack_w);
-        repacks + if self.stream_k_tiles > 0 { stream_k_len(self.kernel, self.grid, self.stream_k_tiles) } else { 0 }
+        repacks + if self.stream_k_tiles > 0 { stream_k_len(self.kernel, self.stream_k_ctas, self.stream_k_tiles) } else { 0 }
     }
 }
 
@@ -71,9 +76,10 @@ fn partial_tile_len(kernel: Kernel) -> usize {
     tm as usize * tn as usize
 }
 
-/// Workspace of stream-K: `grid` partial tiles (one per CTA), then one i32 counter per stream-K tile.
-fn stream_k_len(kernel: Kernel, grid: u32, sk_tiles: u32) -> usize {
-    grid as usize * partial_tile_len(kernel) + sk_tiles as usize
+/// Workspace of stream-K (`GeStreamK`): `ctas` partial tiles (one per stream-K CTA), then one i32
+/// counter per stream-K tile and the mma.sync kernels' ticket counter.
+fn stream_k_len(kernel: Kernel, ctas: u32, sk_tiles: u32) -> usize {
+    ctas as usize * partial_tile_len(kernel) + sk_tiles as usize + 1
 }
 
 /// Least k-blocks per CTA for which splitting a tile along K (when there are fewer tiles than
@@ -83,39 +89,45 @@ const SPLIT_K_MIN_BLOCKS: u64 = 8;
 /// Least full waves of tiles before the last, partial wave is worth sharing (stream-K tail).
 const STREAM_K_MIN_WAVES: u64 = 8;
 
-/// Stream-K for a TMA kernel that supports it, when the workspace has room after `used`:
-/// (grid, stream-K tiles), else None.
-/// - Fewer tiles than SMs: split-K, every tile shared along K by up to one CTA per SM (at least
-///   SPLIT_K_MIN_BLOCKS k-blocks each).
+/// Stream-K for a kernel that supports it, when the workspace has room after `used`:
+/// (stream-K CTAs G, stream-K tiles), else None. A wave is what fits on the device at once:
+/// one CTA per SM for the persistent sm_90 kernel, [`DeviceInfo::resident_ctas`] for mma.sync.
+/// - Fewer tiles than a wave: split-K, every tile shared along K by up to a wave of CTAs (at
+///   least SPLIT_K_MIN_BLOCKS k-blocks each).
 /// - At least STREAM_K_MIN_WAVES full waves and a partial last one: the tiles of the last wave
-///   (plus one full wave when it is less than a quarter full) are shared along K by all CTAs, so
-///   the last wave no longer keeps a few SMs busy while the rest idle (the reference shape: 31.03
-///   tiles per SM). Measured on the H200 (docs/TILING.md): 1–2.5 % faster with 15 and 31 waves,
-///   slower with 7 (4096³), hence the threshold.
+///   (plus one full wave when it is less than a quarter full) are shared along K by a wave of
+///   CTAs, so the last wave no longer keeps a few SMs busy while the rest idle (the reference
+///   shape: 31.03 tiles per SM on sm_90, 15.5 for the mma.sync kernels). Measured on the H200
+///   (docs/TILING.md): 1–2.5 % faster with 15 and 31 waves, slower with 7 (4096³), hence the
+///   threshold.
 fn stream_k(device: &DeviceInfo, kernel: Kernel, s: Shape, workspace: usize, used: usize) -> Option<(u64, u64)> {
     let spec = kernel.spec();
     if !spec.split_k || s.k == 0 {
         return None;
     }
-    let (t, sms) = (tiles(s, kernel), device.sm_count as u64);
+    let wave = match spec.family {
+        Family::TmaWgmma => device.sm_count,
+        Family::MmaSync => device.resident_ctas(kernel),
+    } as u64;
+    let t = tiles(s, kernel);
     let k_blocks = (s.k as u64).div_ceil(spec.tile_k as u64);
-    let (grid, sk) = if t < sms {
-        let grid = (t * k_blocks / SPLIT_K_MIN_BLOCKS).min(sms);
-        if grid <= t {
+    let (ctas, sk) = if t < wave {
+        let ctas = (t * k_blocks / SPLIT_K_MIN_BLOCKS).min(wave);
+        if ctas <= t {
             return None;
         }
-        (grid, t)
-    } else if t % sms != 0 && t / sms >= STREAM_K_MIN_WAVES {
+        (ctas, t)
+    } else if t % wave != 0 && t / wave >= STREAM_K_MIN_WAVES {
         // A last wave at least a quarter full is shared as it is (each CTA a quarter tile or
         // more); a thinner one together with the wave before it, or a tile would be cut into
         // dozens of slivers with as many partials to add (reference shape: 4 tiles, 33 CTAs each).
-        let tail = t % sms;
-        (sms, if 4 * tail >= sms { tail } else { tail + sms })
+        let tail = t % wave;
+        (wave, if 4 * tail >= wave { tail } else { tail + wave })
     } else {
         return None;
     };
-    let fits = workspace.saturating_sub(used) >= stream_k_len(kernel, grid as u32, sk as u32);
-    fits.then_some((grid, sk))
+    let fits = workspace.saturating_sub(used) >= stream_k_len(kernel, ctas as u32, sk as u32);
+    fits.then_some((ctas, sk))
 }
 
 /// The fused `out = (v*s) + v`, `v = x·wᵀ + b` kernels, loaded into one CUDA context.
@@ -339,13 +351,14 @@ impl FusedGemm {
             wk = (ws_next, padded_ld);
             ws_next += (shape.n * padded_ld * 4) as u64;
         }
-        // Stream-K: one partial tile per CTA, then the per-tile arrival counters, zeroed here.
-        let (partials, flags) = if plan.stream_k_tiles > 0 {
-            let flags = ws_next + plan.grid as u64 * partial_tile_len(plan.kernel) as u64 * 4;
-            launch::zero_i32(stream, flags, plan.stream_k_tiles as usize)?;
-            (ws_next, flags)
+        // Stream-K: one partial tile per stream-K CTA, then the per-tile arrival counters and the
+        // ticket counter, zeroed here.
+        let stream_k = if plan.stream_k_tiles > 0 {
+            let flags = ws_next + plan.stream_k_ctas as u64 * partial_tile_len(plan.kernel) as u64 * 4;
+            launch::zero_i32(stream, flags, plan.stream_k_tiles as usize + 1)?;
+            GeStreamK { partials: ws_next as *mut f32, flags: flags as *mut i32, tiles: plan.stream_k_tiles as i32 }
         } else {
-            (0, 0)
+            GeStreamK { partials: std::ptr::null_mut(), flags: std::ptr::null_mut(), tiles: 0 }
         };
 
         let problem = GeProblem {
@@ -372,10 +385,13 @@ impl FusedGemm {
             Family::MmaSync => {
                 let mut launch = stream.launch_builder(function);
                 launch.arg(&problem);
-                // SAFETY: `problem` matches the kernel's `const GeProblem` parameter (bindgen); its
-                // pointers are live device buffers of this context whose extents were validated for
-                // the shape and strides (or workspace regions sized for them, written above in
-                // stream order); the guards above keep them alive and ordered on `stream`.
+                launch.arg(&stream_k);
+                // SAFETY: `problem` and `stream_k` match the kernel's `const GeProblem` and `const
+                // GeStreamK` parameters (bindgen); their pointers are live device buffers of this
+                // context whose extents were validated for the shape and strides (or workspace
+                // regions sized for them, written above in stream order: the stream-K region holds
+                // `stream_k_ctas` partial tiles and zeroed counters); the guards above keep them
+                // alive and ordered on `stream`.
                 unsafe { launch.launch(cfg) }?;
             }
             Family::TmaWgmma => {
@@ -391,9 +407,7 @@ impl FusedGemm {
                     w_map: tma::encode_row_major(wk.0, shape.n, shape.k, wk.1, spec.w_box_rows, spec.tile_k)?,
                     out_map,
                     problem,
-                    partials: partials as *mut f32,
-                    flags: flags as *mut i32,
-                    sk_tiles: plan.stream_k_tiles as i32,
+                    stream_k,
                     store_tma: plan.tma_store as i32,
                 };
                 if spec.cluster_m == 1 {
@@ -609,7 +623,9 @@ pub(crate) fn select_kernel(
     let (repack_x, repack_w) = (round_by_repack || (repack && !x_ok), round_by_repack || (repack && !w_ok));
     let stream_k = stream_k(device, kernel, s, workspace, repack_len(s, repack_x, repack_w));
     let grid = match (spec.family, stream_k) {
-        (_, Some((grid, _))) => grid,
+        (Family::TmaWgmma, Some((ctas, _))) => ctas,
+        // One CTA per whole tile, then the stream-K CTAs.
+        (Family::MmaSync, Some((ctas, sk))) => tiles(s, kernel) - sk + ctas,
         (Family::MmaSync, None) => tiles(s, kernel),
         // Persistent: one CTA (cluster) per (cluster) tile, at most as many as are resident at
         // once: one CTA per SM, or what cuOccupancyMaxActiveClusters said at load time.
@@ -631,6 +647,7 @@ pub(crate) fn select_kernel(
         repack_w,
         rounding: if repack_x && repack_w { Tf32Rounding::Nearest } else { spec.rounding },
         stream_k_tiles: stream_k.map_or(0, |(_, sk)| sk as u32),
+        stream_k_ctas: stream_k.map_or(0, |(ctas, _)| ctas as u32),
         tma_store: false,
     })
 }
@@ -676,20 +693,51 @@ fn check_extent(operand: Operand, Extent { rows, cols, ld, len }: Extent) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::KERNEL_COUNT;
 
     /// `select_kernel` with the device's default rounding.
     fn select(device: &DeviceInfo, dispatch: Dispatch, s: Shape, x: (u64, usize), w: (u64, usize), workspace: usize) -> Result<Plan> {
         select_kernel(device, dispatch, default_rounding(device), s, x, w, workspace)
     }
 
-    // max_active_clusters: what load() fills in; 66 = one 2-CTA cluster per SM pair (an assumption:
-    // clusters must fit in one GPC, so the real H200 figure may be lower); 0 off sm_90.
-    const H200: DeviceInfo =
-        DeviceInfo { compute_capability: (9, 0), sm_count: 132, max_smem_per_block: 232_448, max_active_clusters: 66 };
-    const A100: DeviceInfo =
-        DeviceInfo { compute_capability: (8, 0), sm_count: 108, max_smem_per_block: 166_912, max_active_clusters: 0 };
-    const RTX4090: DeviceInfo =
-        DeviceInfo { compute_capability: (8, 9), sm_count: 128, max_smem_per_block: 101_376, max_active_clusters: 0 };
+    // max_active_clusters, ctas_per_sm: what load() fills in. 66 = one 2-CTA cluster per SM pair
+    // (an assumption: clusters must fit in one GPC, so the real H200 figure may be lower); 0 off
+    // sm_90. CTAs per SM: the 96 KiB mma.sync kernels fit twice on sm_80/sm_90, the 64 KiB ones
+    // three times (what the occupancy query says on the H200), everything else once.
+    const fn ctas_per_sm(large: u32, small: u32) -> [u32; KERNEL_COUNT] {
+        let mut r = [1; KERNEL_COUNT];
+        let mut i = 0;
+        while i < KERNEL_COUNT {
+            r[i] = match Kernel::ALL[i] {
+                Kernel::Sm80Large | Kernel::Sm80LargeTrunc | Kernel::Sm80LargeScalar => large,
+                Kernel::Sm80Small | Kernel::Sm80SmallScalar => small,
+                _ => 1,
+            };
+            i += 1;
+        }
+        r
+    }
+    const H200: DeviceInfo = DeviceInfo {
+        compute_capability: (9, 0),
+        sm_count: 132,
+        max_smem_per_block: 232_448,
+        max_active_clusters: 66,
+        ctas_per_sm: ctas_per_sm(2, 3),
+    };
+    const A100: DeviceInfo = DeviceInfo {
+        compute_capability: (8, 0),
+        sm_count: 108,
+        max_smem_per_block: 166_912,
+        max_active_clusters: 0,
+        ctas_per_sm: ctas_per_sm(1, 2),
+    };
+    const RTX4090: DeviceInfo = DeviceInfo {
+        compute_capability: (8, 9),
+        sm_count: 128,
+        max_smem_per_block: 101_376,
+        max_active_clusters: 0,
+        ctas_per_sm: ctas_per_sm(1, 1),
+    };
 
     fn dense(rows: usize, cols: usize) -> Extent {
         Extent { rows, cols, ld: cols, len: rows * cols }
@@ -846,7 +894,7 @@ mod tests {
     fn stream_k_when_a_workspace_has_room() {
         let a = |k| (ALIGNED, k);
         let plan = |s: Shape, ws| select(&H200, Dispatch::Auto, s, a(s.k), a(s.k), ws).unwrap();
-        let sk_len = |grid: usize, sk: usize| grid * 128 * 128 + sk;
+        let sk_len = |grid: usize, sk: usize| grid * 128 * 128 + sk + 1;
         // At least 8 full waves and a partial one: the reference shape's 4096 tiles are 31 waves
         // of 132 and 4 tiles; those 4 are shared with the wave before (136 stream-K tiles).
         let s = shape(16384, 4096, 4096);
@@ -882,14 +930,40 @@ mod tests {
         let repacks = (500 + 3000) * 4128;
         let p = select(&H200, Dispatch::Auto, u, a(4097), a(4097), repacks + sk_len(132, 96)).unwrap();
         assert_eq!((p.repack_x, p.grid, p.stream_k_tiles), (true, 132, 4 * 24));
-        // Neither the cluster kernel nor mma.sync kernels use it.
+        // Neither the cluster kernel nor the cooperative one use it.
         let c2 = Dispatch::Force(Kernel::Sm90PingpongCluster2);
         assert_eq!(select(&H200, c2, s, a(4096), a(4096), usize::MAX).unwrap().stream_k_tiles, 0);
         let coop = Dispatch::Force(Kernel::Sm90Cooperative);
         assert_eq!(select(&H200, coop, s, a(4096), a(4096), usize::MAX).unwrap().stream_k_tiles, 0);
+    }
+
+    #[test]
+    fn stream_k_for_mma_sync_kernels_counts_resident_ctas() {
+        let a = |k| (ALIGNED, k);
         let s = shape(16384, 4096, 4096);
+        let force = |d: &DeviceInfo, k: Kernel, s: Shape| select(d, Dispatch::Force(k), s, a(s.k), a(s.k), usize::MAX).unwrap();
+        // 2048 tiles of 128×256, one CTA per SM: 15 waves and 68 tiles, shared by 132 CTAs that
+        // follow the 1980 whole-tile CTAs.
+        let p = force(&H200, Kernel::Sm80WideTrunc, s);
+        assert_eq!((p.stream_k_tiles, p.stream_k_ctas, p.grid), (68, 132, 1980 + 132));
+        assert_eq!(p.workspace_len(s.m, s.n, s.k), 132 * 128 * 256 + 68 + 1);
+        // 4096 tiles of 128×128, two CTAs per SM: waves of 264, 15 of them and 136 tiles.
+        let p = force(&H200, Kernel::Sm80LargeTrunc, s);
+        assert_eq!((p.stream_k_tiles, p.stream_k_ctas, p.grid), (136, 264, 3960 + 264));
+        // The A100's default (rounding) kernel: 108 SMs, 18 waves and 104 tiles.
         let p = select(&A100, Dispatch::Auto, s, a(4096), a(4096), usize::MAX).unwrap();
-        assert_eq!((p.stream_k_tiles, p.workspace_len(s.m, s.n, s.k)), (0, 0));
+        assert_eq!((p.kernel, p.stream_k_tiles, p.stream_k_ctas, p.grid), (Kernel::Sm80Wide, 104, 108, 2052));
+        // Split-K: 128 tiles of 64×64 and 128 k-blocks, two per SM fit: 216 CTAs share them all.
+        let small = shape(128, 4096, 4096);
+        let p = select(&A100, Dispatch::Auto, small, a(4096), a(4096), usize::MAX).unwrap();
+        assert_eq!((p.kernel, p.stream_k_tiles, p.stream_k_ctas, p.grid), (Kernel::Sm80Small, 128, 216, 216));
+        // The scalar kernels too (any K), and without a workspace nobody splits.
+        let odd = shape(1, 4095, 4097);
+        let p = select(&A100, Dispatch::Auto, odd, (ALIGNED + 4, 4097), (ALIGNED + 4, 4097), usize::MAX).unwrap();
+        assert_eq!(p.kernel, Kernel::Sm80SmallScalar);
+        assert!(p.stream_k_tiles == 64 && p.stream_k_ctas > 64, "{p:?}");
+        let p = select(&A100, Dispatch::Auto, s, a(4096), a(4096), 0).unwrap();
+        assert_eq!((p.stream_k_tiles, p.stream_k_ctas, p.grid, p.workspace_len(s.m, s.n, s.k)), (0, 0, 2048, 0));
     }
 
     #[test]

@@ -121,7 +121,7 @@ const fn sm80(name: &'static str, m: u32, n: u32, k: u32, stages: u32, threads: 
         cluster_m: 1,
         w_box_rows: n,
         out_box_rows: m,
-        split_k: false,
+        split_k: true,
     }
 }
 
@@ -167,9 +167,12 @@ const fn sm90_cooperative() -> Spec {
     }
 }
 
+/// How many kernels the fatbin has: [`Kernel::ALL`]'s length.
+pub const KERNEL_COUNT: usize = 11;
+
 impl Kernel {
     /// Every kernel in the fatbin (dispatch has its own preference order, in `select()`).
-    pub const ALL: [Kernel; 11] = [
+    pub const ALL: [Kernel; KERNEL_COUNT] = [
         Kernel::Sm90Pingpong,
         Kernel::Sm90PingpongCluster2,
         Kernel::Sm90Cooperative,
@@ -202,6 +205,18 @@ impl Kernel {
             ),
             Kernel::Sm90Cooperative => sm90_cooperative(),
         }
+    }
+
+    /// Position in [`Kernel::ALL`] (and in [`DeviceInfo::ctas_per_sm`]).
+    pub const fn index(self) -> usize {
+        let mut i = 0;
+        while i < KERNEL_COUNT {
+            if Kernel::ALL[i] as u8 == self as u8 {
+                return i;
+            }
+            i += 1;
+        }
+        unreachable!()
     }
 
     /// The `extern "C"` symbol in the fatbin.
@@ -311,6 +326,10 @@ impl LoadedKernels {
                     continue;
                 }
             }
+            // Waves of the mma.sync kernels (stream-K). A failed query leaves the default, 1.
+            if let Ok(n) = function.occupancy_max_active_blocks_per_multiprocessor(spec.threads, spec.smem_bytes as usize, None) {
+                device.ctas_per_sm[kernel.index()] = n.max(1);
+            }
             functions.insert(kernel, function);
         }
         let elementwise = module.load_function("ge_elementwise_bias_scale_residual")?;
@@ -379,7 +398,8 @@ mod tests {
         let coop = Kernel::Sm90Cooperative.spec();
         assert_eq!((coop.tile_m, coop.tile_n, coop.stages, coop.out_box_rows, coop.w_box_rows), (128, 256, 4, 64, 256));
         assert_eq!(one.out_box_rows, 128);
-        assert!(Kernel::ALL.iter().all(|k| k.spec().split_k == (*k == Kernel::Sm90Pingpong)));
+        // Stream-K: every mma.sync kernel (one partial slot per CTA) and the plain ping-pong.
+        assert!(Kernel::ALL.iter().all(|k| k.spec().split_k == (k.family() == Family::MmaSync || *k == Kernel::Sm90Pingpong)));
         // One store box per consumer fits its half of the epilogue buffers.
         for k in Kernel::ALL.iter().filter(|k| k.family() == Family::TmaWgmma) {
             let box_bytes = k.spec().out_box_rows * sys::GE_SM90_STORE_BOX_COLS * 4;
@@ -389,14 +409,14 @@ mod tests {
 
     #[test]
     fn the_cluster_kernel_needs_room_for_a_cluster() {
-        let h200 = DeviceInfo { compute_capability: (9, 0), sm_count: 132, max_smem_per_block: 232_448, max_active_clusters: 66 };
+        let h200 = DeviceInfo { compute_capability: (9, 0), sm_count: 132, max_smem_per_block: 232_448, max_active_clusters: 66, ctas_per_sm: [1; KERNEL_COUNT] };
         assert_eq!(Kernel::Sm90PingpongCluster2.unsupported_on(&h200), None);
         let no_room = DeviceInfo { max_active_clusters: 0, ..h200 };
         let why = Kernel::Sm90PingpongCluster2.unsupported_on(&no_room).expect("refused");
         assert!(why.contains("cluster"), "{why}");
         // The plain kernels do not care.
         assert_eq!(Kernel::Sm90Pingpong.unsupported_on(&no_room), None);
-        let a100 = DeviceInfo { compute_capability: (8, 0), sm_count: 108, max_smem_per_block: 166_912, max_active_clusters: 0 };
+        let a100 = DeviceInfo { compute_capability: (8, 0), sm_count: 108, max_smem_per_block: 166_912, max_active_clusters: 0, ctas_per_sm: [1; KERNEL_COUNT] };
         assert!(Kernel::Sm90PingpongCluster2.unsupported_on(&a100).expect("refused").contains("sm_90"));
     }
 }

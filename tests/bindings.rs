@@ -55,6 +55,11 @@ fn layouts_match_what_the_kernels_expect() {
     assert_eq!(offset_of!(sys::GeProblem, m), 56);
     assert_eq!(offset_of!(sys::GeProblem, scale), 68);
     assert_eq!(size_of::<sys::GeProblem>(), 72);
+    // Stream-K: two pointers and the tile count, shared by both families.
+    assert_eq!(offset_of!(sys::GeStreamK, flags), 8);
+    assert_eq!(offset_of!(sys::GeStreamK, tiles), 16);
+    assert_eq!(size_of::<sys::GeStreamK>(), 24);
+    assert_eq!(offset_of!(sys::GeSm90Params, stream_k), 384 + 72);
     // Kernel parameters must stay well under the 4 KiB launch limit.
     assert!(size_of::<sys::GeSm90Params>() <= 4096);
 }

@@ -325,6 +325,62 @@ fn stream_k_shapes() {
     }
 }
 
+#[test]
+fn stream_k_shapes_mma_sync() {
+    let Some(g) = common::gpu() else { return };
+    let mut rng = common::rng("stream_k_shapes_mma_sync");
+    let device = g.gemm.device();
+    // Each kernel on split-K shapes (fewer tiles than resident CTAs: every tile shared) and on a
+    // shape with at least 8 full waves of its tiles and a partial one (the tail shared). How
+    // many tiles that is depends on how many CTAs fit per SM, so the plan is checked against
+    // the rule's invariants rather than fixed counts.
+    let kernels = [
+        (Kernel::Sm80Wide, (4352, 8192, 96)),         // 128×256, staged epilogue, rounding
+        (Kernel::Sm80LargeTrunc, (4352, 8192, 64)),   // 128×128, truncating
+        (Kernel::Sm80SmallScalar, (4352, 8192, 33)),  // 64×64, 4-byte loads, K % 4 != 0
+    ];
+    for (i, &(kernel, tail_shape)) in kernels.iter().enumerate() {
+        if kernel == Kernel::Sm80Wide && device.max_smem_per_block < 144 * 1024 {
+            println!("{kernel}: needs 144 KiB of shared memory per block, this device has less");
+            continue;
+        }
+        let (tm, tn, _) = kernel.tile();
+        let (tm_, tn_, tk_) = tail_shape;
+        let shapes = [(1, 4096, 4096, true), (129, 1000, 2048, true), (300, 520, 777, true), (tm_, tn_, tk_, false)];
+        for (j, &(m, n, k, split)) in shapes.iter().enumerate() {
+            let case = Case::new(m, n, k)
+                .force(kernel)
+                .workspace(true)
+                .bias((i + j) % 2 == 0)
+                .scale(if j % 2 == 0 { 0.5 } else { -2.0 })
+                .x_dist(if (i + j) % 2 == 0 { XDist::Unit } else { XDist::Sym });
+            let inputs = common::Inputs::generate(&case, &mut rng);
+            let plan = common::check_inputs(&g, &case, &inputs, &mut rng).expect("ran");
+            let tiles = (m.div_ceil(tm as usize) * n.div_ceil(tn as usize)) as u32;
+            let resident = device.resident_ctas(kernel);
+            if !split && (tiles % resident == 0 || tiles / resident < 8) {
+                assert_eq!(plan.stream_k_tiles, 0, "{kernel} {m}x{n}x{k}: whole waves only ({plan:?})");
+                continue;
+            }
+            assert!(plan.stream_k_tiles > 0, "{kernel} {m}x{n}x{k}: no stream-K ({plan:?})");
+            if split {
+                assert_eq!(plan.stream_k_tiles, tiles, "{kernel} {m}x{n}x{k}: split-K shares every tile");
+                assert!(plan.stream_k_ctas > tiles && plan.stream_k_ctas <= resident, "{plan:?}");
+            } else {
+                assert!(plan.stream_k_tiles < tiles && plan.stream_k_ctas == resident, "{plan:?}");
+            }
+            assert_eq!(plan.grid, tiles - plan.stream_k_tiles + plan.stream_k_ctas, "{plan:?}");
+            let again = common::execute(&g, &case, &inputs, false);
+            let first = common::execute(&g, &case, &inputs, false);
+            assert!(
+                first.fused.iter().zip(&again.fused).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "stream-K output differs between two runs for {kernel} {m}x{n}x{k} ({plan:?})"
+            );
+            println!("{kernel} {m}x{n}x{k}: {plan:?}");
+        }
+    }
+}
+
 // ---- the reference shape ----------------------------------------------------------------------
 
 fn reference_shape(g: &Gpu, dispatch: Dispatch, test: &str) {

@@ -86,4 +86,19 @@ __device__ __forceinline__ void mma_m16n8k8_tf32(float (&d)[4], const uint32_t (
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// ---- GPU-scope flags (stream-K partial-tile hand-off, csrc/common/stream_k.cuh) ----------
+
+// Adds v to *flag with release semantics at GPU scope: writes this thread made, and (through a
+// preceding barrier) those of the threads it synchronised with, are visible before the count.
+__device__ __forceinline__ void red_release_add(int32_t *flag, int32_t v) {
+    asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(flag), "r"(v) : "memory");
+}
+
+// Reads *flag with acquire semantics at GPU scope.
+__device__ __forceinline__ int32_t ld_acquire(const int32_t *flag) {
+    int32_t v;
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
+    return v;
+}
+
 }  // namespace ge::ptx

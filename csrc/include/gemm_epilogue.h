@@ -58,10 +58,29 @@ typedef struct GeRepackParams {
     int32_t cols;
 } GeRepackParams;
 
+/* ---- Stream-K (csrc/common/stream_k.cuh): both families ----------------------------- */
+
+/* The last `tiles` tiles of a launch are shared along K by G CTAs (the host uses it as split-K:
+ * all tiles, when there are fewer tiles than SMs; or for the partial last wave of a large
+ * problem). tiles == 0: none, every CTA computes whole tiles (both pointers may be NULL).
+ *   partials: G x TILE_M*TILE_N fp32, one partial tile per stream-K CTA;
+ *   flags:    tiles + 1 int32, zero at launch: one arrival counter per stream-K tile, then (mma.sync
+ *             family) the ticket counter that numbers the CTAs in the order they start.
+ * Which G CTAs, and the rest of the launch contract, is per family (below). */
+typedef struct GeStreamK {
+    float *partials;
+    int32_t *flags;
+    int32_t tiles;
+} GeStreamK;
+
 /* ---- mma.sync family (sm_80+): csrc/sm80/ -------------------------------------------- */
-/* Kernel parameter: `const GeProblem` by value. Grid: one CTA per output tile, 1-D,
- * ceil(m/TILE_M) * ceil(n/TILE_N) CTAs, rasterised in the kernel. Dynamic shared memory:
- * STAGES * (TILE_M + TILE_N) * TILE_K * sizeof(float) bytes.
+/* Kernel parameters: `const GeProblem`, `const GeStreamK`, by value. Grid: 1-D, one CTA per
+ * output tile, ceil(m/TILE_M) * ceil(n/TILE_N) CTAs, rasterised in the kernel; with stream-K,
+ * (num_tiles - stream_k.tiles) CTAs for the whole tiles plus G more that share the rest: every
+ * CTA takes a ticket when it starts, and the first num_tiles - stream_k.tiles tickets compute
+ * whole tiles (so a stream-K CTA only ever waits for CTAs that started before it: no deadlock
+ * whatever the grid). Dynamic shared memory: STAGES * (TILE_M + TILE_N) * TILE_K * sizeof(float)
+ * bytes.
  * Each configuration exists twice: `_vec4` (16-byte cp.async; needs k % 4 == 0, x and w
  * 16-byte aligned, ldx and ldw multiples of 4) and `_scalar` (4-byte cp.async, any shape).
  * Operands are rounded to TF32 (nearest, ties away) in registers, except in the `_vec4_trunc`
@@ -106,14 +125,10 @@ typedef struct GeSm90Params {
      * 16 bytes); else store_tma = 0, the map is unused and the epilogue stores from registers. */
     GeTensorMap out_map;
     GeProblem problem; /* pointers for the epilogue (bias, out) and the shape */
-    /* Stream-K (csrc/sm90/stream_k.cuh; ping-pong kernel without cluster only): the last sk_tiles
-     * tiles of the schedule are split along K across all CTAs (the host uses it as split-K: all
-     * tiles, when there are fewer than SMs). partials: grid x TILE_M*TILE_N fp32 (one partial tile
-     * per CTA); flags: sk_tiles int32 counters, zero at launch. Requires (num_tiles - sk_tiles) %
-     * grid == 0 and grid <= resident CTAs. sk_tiles == 0: none (both pointers may be NULL). */
-    float *partials;
-    int32_t *flags;
-    int32_t sk_tiles;
+    /* Stream-K (ping-pong kernel without cluster only): the persistent grid is G, every CTA
+     * shares the stream-K tiles after its whole ones. Requires (num_tiles - stream_k.tiles) %
+     * grid == 0 and grid <= resident CTAs; the ticket counter is unused. */
+    GeStreamK stream_k;
     int32_t store_tma; /* 1: store through out_map; 0: direct stores (any ldo, any alignment) */
 } GeSm90Params;
 

@@ -35,9 +35,10 @@ static_assert(Small::kThreads == GE_SM80_SMALL_THREADS, "header and config disag
 }  // namespace ge::sm80
 
 #define GE_SM80_ENTRY(NAME, CFG)                                                              \
-    extern "C" __global__ void __launch_bounds__(CFG::kThreads, 1) NAME(const GeProblem p) {  \
+    extern "C" __global__ void __launch_bounds__(CFG::kThreads, 1)                            \
+        NAME(const GeProblem p, const GeStreamK stream_k) {                                   \
         extern __shared__ __align__(128) float ge_sm80_smem[];                                \
-        ge::sm80::fused_gemm<CFG>(p, ge_sm80_smem, blockIdx.x, threadIdx.x);                 \
+        ge::sm80::fused_gemm<CFG>(p, stream_k, ge_sm80_smem, blockIdx.x, gridDim.x, threadIdx.x); \
     }
 
 GE_SM80_ENTRY(ge_sm80_tf32_128x128x32_s3_vec4, ge::sm80::Large)

@@ -94,10 +94,11 @@ struct WarpMma {
         }
     }
 
-    // acc += A · B for one k-step.
+    // acc += A · B for one k-step, n8 columns [J0, J1) of the warp tile (all by default).
+    template <int J0 = 0, int J1 = Cfg::kFragsN>
     __device__ __forceinline__ void mma(const Frags &f) {
 #pragma unroll
-        for (int j = 0; j < Cfg::kFragsN; ++j)
+        for (int j = J0; j < J1; ++j)
 #pragma unroll
             for (int i = 0; i < Cfg::kFragsM; ++i) ptx::mma_m16n8k8_tf32(acc[i][j], f.a[i], f.b[j]);
     }

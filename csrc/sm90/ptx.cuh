@@ -197,25 +197,6 @@ __device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threa
     asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// ---- GPU-scope flags (stream-K partial-tile hand-off) ------------------------------------
-
-// Adds 1 to *flag with release semantics at GPU scope: writes this thread made, and (through a
-// preceding barrier) those of the threads it synchronised with, are visible before the count.
-__device__ __forceinline__ void red_release_add(int32_t *flag, int32_t v) {
-#if GE_SM90_ENABLED
-    asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(flag), "r"(v) : "memory");
-#endif
-}
-
-// Reads *flag with acquire semantics at GPU scope.
-__device__ __forceinline__ int32_t ld_acquire(const int32_t *flag) {
-    int32_t v = 0;
-#if GE_SM90_ENABLED
-    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
-#endif
-    return v;
-}
-
 // ---- wgmma ----------------------------------------------------------------------------------
 
 // Orders prior register/smem accesses before the next wgmma.mma_async of this warpgroup.

@@ -2,7 +2,7 @@
 //
 //   warpgroup 0      producer: one thread issues the TMA loads of every work item of this CTA
 //                    into a STAGES-deep ring (full/empty mbarriers). A work item is a whole tile
-//                    or, with stream-K (stream_k.cuh), a range of one tile's k-blocks.
+//                    or, with stream-K (../common/stream_k.cuh), a range of one tile's k-blocks.
 //   warpgroups 1, 2  consumers, by Schedule:
 //     PingPong     take alternate items of the CTA (0, 2, 4, ... and 1, 3, 5, ...), each a whole
 //                  TILE_M x TILE_N tile in registers. An order barrier hands the tensor cores
@@ -21,10 +21,11 @@
 #include <cstdint>
 
 #include "../common/epilogue.cuh"
+#include "../common/ptx.cuh"
+#include "../common/stream_k.cuh"
 #include "../include/gemm_epilogue.h"
 #include "ptx.cuh"
 #include "smem_layout.cuh"
-#include "stream_k.cuh"
 #include "tile_scheduler.cuh"
 
 namespace ge::sm90 {
@@ -318,17 +319,17 @@ __device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Sto
             constexpr size_t kSlot = static_cast<size_t>(Cfg::TILE_M) * Cfg::TILE_N;
             const uint32_t wg_barrier = Cfg::WARPGROUP_BARRIER + consumer;
             if (!w.finisher) {
-                publish_partial<kAcc>(p.partials + work.cta * kSlot, &acc[0][0], wg_thread);
+                publish_partial<kAcc, Cfg::WARPGROUP_THREADS>(p.stream_k.partials + work.cta * kSlot, &acc[0][0], wg_thread);
                 ptx::named_barrier_sync(wg_barrier, Cfg::WARPGROUP_THREADS);  // every thread's stores...
-                if (wg_thread == 0) ptx::red_release_add(p.flags + w.sk_tile, 1);  // ...then the count
+                if (wg_thread == 0) ge::ptx::red_release_add(p.stream_k.flags + w.sk_tile, 1);  // ...then the count
                 continue;
             }
             const int expected = work.contributors(w);
             if (wg_thread == 0)
-                while (ptx::ld_acquire(p.flags + w.sk_tile) < expected) __nanosleep(64);
+                while (ge::ptx::ld_acquire(p.stream_k.flags + w.sk_tile) < expected) __nanosleep(64);
             ptx::named_barrier_sync(wg_barrier, Cfg::WARPGROUP_THREADS);
             for (int c = w.first_contributor; c < work.cta; ++c)
-                if (work.has_range(c)) add_partial<kAcc>(p.partials + c * kSlot, &acc[0][0], wg_thread);
+                if (work.has_range(c)) add_partial<kAcc, Cfg::WARPGROUP_THREADS>(p.stream_k.partials + c * kSlot, &acc[0][0], wg_thread);
         }
         const int m0 = tile.m0 + cta_rank * Cfg::TILE_M + row0;
         if (p.store_tma)
@@ -372,7 +373,7 @@ __device__ __forceinline__ void warp_specialized_gemm(const GeSm90Params &p, uin
     const int num_clusters = grid_size / Cfg::CLUSTER_M;
     const typename Cfg::Scheduler sched(p.problem.m, p.problem.n);
     const int k_tiles = (p.problem.k + Cfg::TILE_K - 1) / Cfg::TILE_K;
-    const StreamKSchedule work(sched.num_tiles, k_tiles, num_clusters, cluster_idx, Cfg::STREAM_K ? p.sk_tiles : 0);
+    const StreamKSchedule work(sched.num_tiles, k_tiles, num_clusters, cluster_idx, Cfg::STREAM_K ? p.stream_k.tiles : 0);
 
     if (warpgroup == 0) {
         ptx::setmaxnreg_dec<Cfg::PRODUCER_REGS>();

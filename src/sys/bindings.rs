@@ -145,6 +145,30 @@ impl Default for GeRepackParams {
     }
 }
 #[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct GeStreamK {
+    pub partials: *mut f32,
+    pub flags: *mut i32,
+    pub tiles: i32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of GeStreamK"][::std::mem::size_of::<GeStreamK>() - 24usize];
+    ["Alignment of GeStreamK"][::std::mem::align_of::<GeStreamK>() - 8usize];
+    ["Offset of field: GeStreamK::partials"][::std::mem::offset_of!(GeStreamK, partials) - 0usize];
+    ["Offset of field: GeStreamK::flags"][::std::mem::offset_of!(GeStreamK, flags) - 8usize];
+    ["Offset of field: GeStreamK::tiles"][::std::mem::offset_of!(GeStreamK, tiles) - 16usize];
+};
+impl Default for GeStreamK {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
 #[repr(align(64))]
 #[derive(Debug, Copy, Clone)]
 pub struct GeTensorMap {
@@ -173,9 +197,7 @@ pub struct GeSm90Params {
     pub w_map: GeTensorMap,
     pub out_map: GeTensorMap,
     pub problem: GeProblem,
-    pub partials: *mut f32,
-    pub flags: *mut i32,
-    pub sk_tiles: i32,
+    pub stream_k: GeStreamK,
     pub store_tma: i32,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
@@ -189,14 +211,10 @@ const _: () = {
         [::std::mem::offset_of!(GeSm90Params, out_map) - 256usize];
     ["Offset of field: GeSm90Params::problem"]
         [::std::mem::offset_of!(GeSm90Params, problem) - 384usize];
-    ["Offset of field: GeSm90Params::partials"]
-        [::std::mem::offset_of!(GeSm90Params, partials) - 456usize];
-    ["Offset of field: GeSm90Params::flags"]
-        [::std::mem::offset_of!(GeSm90Params, flags) - 464usize];
-    ["Offset of field: GeSm90Params::sk_tiles"]
-        [::std::mem::offset_of!(GeSm90Params, sk_tiles) - 472usize];
+    ["Offset of field: GeSm90Params::stream_k"]
+        [::std::mem::offset_of!(GeSm90Params, stream_k) - 456usize];
     ["Offset of field: GeSm90Params::store_tma"]
-        [::std::mem::offset_of!(GeSm90Params, store_tma) - 476usize];
+        [::std::mem::offset_of!(GeSm90Params, store_tma) - 480usize];
 };
 impl Default for GeSm90Params {
     fn default() -> Self {

@@ -11,5 +11,6 @@ include!("bindings.rs");
 // by bindgen's layout tests and tests/bindings.rs); pointers in them are device addresses.
 unsafe impl cudarc::driver::DeviceRepr for GeProblem {}
 unsafe impl cudarc::driver::DeviceRepr for GeSm90Params {}
+unsafe impl cudarc::driver::DeviceRepr for GeStreamK {}
 unsafe impl cudarc::driver::DeviceRepr for GeElementwiseParams {}
 unsafe impl cudarc::driver::DeviceRepr for GeRepackParams {}

@@ -1,10 +1,9 @@
-// Stream-K (CUTLASS's "data-parallel + stream-K" schedule) for the persistent ping-pong kernel.
+// Stream-K (CUTLASS's "data-parallel + stream-K" schedule), shared by both kernel families.
 //
 // The host marks the last `sk_tiles` tiles of the schedule as stream-K tiles: their
-// sk_tiles * K_TILES k-blocks ("units") are cut into G contiguous, equal ranges, one per CTA,
-// after its data-parallel tiles (tile c, c + G, ... of the rest). A range covers the end of one
-// tile, maybe whole tiles, and the start of another; a CTA works through them backwards
-// (StreamKSchedule::item). Per tile:
+// sk_tiles * K_TILES k-blocks ("units") are cut into G contiguous, equal ranges, one per
+// stream-K CTA. A range covers the end of one tile, maybe whole tiles, and the start of another;
+// a CTA works through them backwards (StreamKSchedule::item). Per tile:
 //   - the CTA whose range holds the tile's last k-block is its finisher: it waits until every
 //     other CTA that worked on the tile has published its partial accumulator, adds them in
 //     CTA order (deterministic), applies the epilogue and stores;
@@ -12,22 +11,23 @@
 //     itself in on `flags[tile]`. Only a range's last piece can be such a partial, so one slot
 //     per CTA suffices.
 // Finishers only wait for CTAs with a lower index, whose partials never wait: no deadlock, as
-// long as all CTAs are resident (the grid is at most one CTA per SM).
+// long as every CTA it waits for has started. The persistent sm90 kernel has at most one CTA per
+// SM, all resident, and its CTA c takes tiles c, c + G, ... before its range; the mma.sync
+// kernel numbers its CTAs by a ticket taken when they start (GeStreamK in the header).
 //
 // The host uses it two ways (src/gemm.rs, stream_k()):
-//   - split-K: with fewer tiles than SMs (small M or N), every tile is a stream-K tile and G > T
-//     CTAs share them (1×4096×4096: 32 tiles over 132 CTAs, 1.72× cuBLAS instead of 2.4×);
+//   - split-K: with fewer tiles than resident CTAs (small M or N), every tile is a stream-K tile
+//     and more CTAs than tiles share them (1x4096x4096 on sm90: 32 tiles over 132 CTAs, 1.72x
+//     cuBLAS instead of 2.4x);
 //   - a shared tail: with at least 8 full waves, the tiles of the partial last wave (plus one
 //     full wave when it is under a quarter full), so that no SM idles through the last wave
-//     (reference shape: 136 stream-K tiles, 1–2 % faster on the H200; 4096³ with 7 waves is
-//     slower, so the host leaves such problems alone).
+//     (reference shape, sm90: 136 stream-K tiles, 1-2 % faster on the H200; 4096^3 with 7 waves
+//     is slower, so the host leaves such problems alone).
 #pragma once
 
 #include <cstdint>
 
-#include "ptx.cuh"
-
-namespace ge::sm90 {
+namespace ge {
 
 // One piece of work of a CTA: k-blocks [kb_begin, kb_end) of tile `tile`.
 struct WorkItem {
@@ -93,24 +93,26 @@ struct StreamKSchedule {
     }
 };
 
-// Partial tile of one consumer warpgroup: ACC floats per thread, stored as float4 columns so
-// that a warp's stores (and the finisher's loads) are contiguous 512-byte runs.
-template <int ACC>
-__device__ __forceinline__ void publish_partial(float *slot, const float *acc, int wg_thread) {
+// Partial tile of THREADS threads (an sm90 consumer warpgroup, an mma.sync CTA), ACC floats per
+// thread, stored as float4 columns so that a warp's stores (and the finisher's loads) are
+// contiguous 512-byte runs. THREADS * ACC = TILE_M * TILE_N: one slot.
+template <int ACC, int THREADS>
+__device__ __forceinline__ void publish_partial(float *slot, const float *acc, int thread) {
+    static_assert(ACC % 4 == 0, "float4 columns");
     float4 *dst = reinterpret_cast<float4 *>(slot);
 #pragma unroll
     for (int r = 0; r < ACC / 4; ++r)
-        dst[r * 128 + wg_thread] = make_float4(acc[4 * r], acc[4 * r + 1], acc[4 * r + 2], acc[4 * r + 3]);
+        dst[r * THREADS + thread] = make_float4(acc[4 * r], acc[4 * r + 1], acc[4 * r + 2], acc[4 * r + 3]);
 }
 
-template <int ACC>
-__device__ __forceinline__ void add_partial(const float *slot, float *acc, int wg_thread) {
+template <int ACC, int THREADS>
+__device__ __forceinline__ void add_partial(const float *slot, float *acc, int thread) {
     const float4 *src = reinterpret_cast<const float4 *>(slot);
 #pragma unroll
     for (int r = 0; r < ACC / 4; ++r) {
-        const float4 v = __ldcg(src + r * 128 + wg_thread);  // L2: written by another SM
+        const float4 v = __ldcg(src + r * THREADS + thread);  // L2: written by another SM
         acc[4 * r] += v.x, acc[4 * r + 1] += v.y, acc[4 * r + 2] += v.z, acc[4 * r + 3] += v.w;
     }
 }
 
-}  // namespace ge::sm90
+}  // namespace ge
