@@ -237,9 +237,10 @@ impl FusedGemm {
     /// when it would use none. It holds, in order: X and W repacked when their rows are not
     /// 16-byte aligned (K % 4 != 0, a misaligned view, or a leading dimension that is not a
     /// multiple of 4), or when repacking is how the rounding asked for is reached
-    /// ([`FusedGemm::with_rounding`]); then, on sm_90 with fewer output tiles than SMs or with
-    /// at least 8 waves of them, one partial tile per CTA and a counter per shared tile for
-    /// stream-K ([`Plan::stream_k_tiles`]; 8.6 MB on the reference shape).
+    /// ([`FusedGemm::with_rounding`]); then, with fewer output tiles than fit on the device at
+    /// once or with at least 8 such waves of them, one partial tile per stream-K CTA and a
+    /// counter per shared tile for stream-K ([`Plan::stream_k_tiles`]; 8.6 MB on the reference
+    /// shape on sm_90, 17 MB for the 128×256 mma.sync kernels).
     pub fn workspace_len(&self, stream: &CudaStream, x: &MatrixRef<'_>, w: &MatrixRef<'_>) -> Result<usize> {
         self.check_stream(stream)?;
         if x.cols != w.cols {
@@ -275,8 +276,8 @@ impl FusedGemm {
 
     /// Like [`FusedGemm::run`], with scratch memory (see [`FusedGemm::workspace_len`]): operands
     /// whose rows are not 16-byte aligned are first copied into it, so that the TMA + wgmma (or
-    /// 16-byte mma.sync) kernels can read them, and on sm_90 tiles are shared along K through
-    /// it (stream-K: all tiles of small problems, the last wave of large ones). The workspace must start 16-byte aligned (every allocation does) and
+    /// 16-byte mma.sync) kernels can read them, and tiles are shared along K through it
+    /// (stream-K: all tiles of small problems, the last wave of large ones). The workspace must start 16-byte aligned (every allocation does) and
     /// must not be used by another call at the same time. A shorter workspace is not an error:
     /// the call then runs without what does not fit.
     #[allow(clippy::too_many_arguments)]
