@@ -4,11 +4,12 @@
 //!
 //! ```text
 //! cargo run --release --example reference_workload -- [--m 16384] [--n 4096] [--k 4096]
-//!     [--scale 0.5] [--reps 30] [--no-bias] [--seed N]
+//!     [--scale 0.5] [--reps 30] [--sample-ms 0.5] [--no-bias] [--seed N]
 //! ```
 //!
 //! Variants, timed interleaved on one stream with CUDA events (after warm-up, `reps` rounds, each
-//! timing every variant once, in balanced orders; medians reported):
+//! timing every variant once, in balanced orders; medians reported; `--sample-ms 200` makes each
+//! sample 200 ms of back-to-back calls of one variant, its sustained speed on a power-capped card):
 //! - ours: the fused kernel, `Dispatch::Auto` (the kernel that ran is printed);
 //! - cuBLAS GEMM + elementwise: `cublasGemmEx` TF32 then our elementwise `v·s + v` pass;
 //! - cuBLASLt 1 call: `cublasLtMatmul`, bias epilogue, `alpha = 1+s`, bias pre-scaled by `1+s`;
@@ -30,7 +31,7 @@ use gemm_epilogue::reference::{self, HostMatrix};
 use gemm_epilogue::{cuda_context, FusedGemm, MatrixMut, MatrixRef, Plan};
 
 const USAGE: &str = "\
-usage: reference_workload [--m M] [--n N] [--k K] [--scale S] [--reps R] [--no-bias] [--seed SEED]
+usage: reference_workload [--m M] [--n N] [--k K] [--scale S] [--reps R] [--sample-ms MS] [--no-bias] [--seed SEED]
 
   out = (v*s) + v,  v = x·wᵀ + b   (x: M×K, w: N×K as nn.Linear, b: N; fp32, TF32 tensor cores)
 
@@ -39,6 +40,8 @@ usage: reference_workload [--m M] [--n N] [--k K] [--scale S] [--reps R] [--no-b
   --k K        inner dimension                   (default 4096)
   --scale S    the s in v*s + v                  (default 0.5)
   --reps R     interleaved timing rounds         (default 30)
+  --sample-ms MS  least ms of back-to-back calls of one variant per timed sample
+               (default 0.5; e.g. 200: each variant in its own steady power state)
   --no-bias    b = None
   --seed SEED  PRNG seed for the inputs          (default: fresh each run)
   --help       this text";
@@ -52,6 +55,7 @@ struct Opts {
     k: usize,
     scale: f32,
     reps: usize,
+    sample_ms: f64,
     bias: bool,
     seed: Option<u64>,
 }
@@ -63,7 +67,7 @@ enum Parsed {
 }
 
 fn parse(args: &[String]) -> Parsed {
-    let mut o = Opts { m: 16384, n: 4096, k: 4096, scale: 0.5, reps: 30, bias: true, seed: None };
+    let mut o = Opts { m: 16384, n: 4096, k: 4096, scale: 0.5, reps: 30, sample_ms: 0.5, bias: true, seed: None };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let mut value = |name: &str| -> Result<String, String> { it.next().cloned().ok_or(format!("{name} needs a value")) };
@@ -75,6 +79,13 @@ fn parse(args: &[String]) -> Parsed {
                 "--n" => o.n = value("--n")?.parse().map_err(|e| format!("--n: {e}"))?,
                 "--k" => o.k = value("--k")?.parse().map_err(|e| format!("--k: {e}"))?,
                 "--reps" => o.reps = value("--reps")?.parse().map_err(|e| format!("--reps: {e}"))?,
+                "--sample-ms" => {
+                    let v: f64 = value("--sample-ms")?.parse().map_err(|e| format!("--sample-ms: {e}"))?;
+                    if !(v.is_finite() && v > 0.0 && v <= 60_000.0) {
+                        return Err("--sample-ms must be in (0, 60000]".into());
+                    }
+                    o.sample_ms = v;
+                }
                 "--seed" => o.seed = Some(value("--seed")?.parse().map_err(|e| format!("--seed: {e}"))?),
                 "--scale" => {
                     let s: f32 = value("--scale")?.parse().map_err(|e| format!("--scale: {e}"))?;
@@ -166,10 +177,12 @@ impl Job {
     /// Median ms per call of each variant (indexed like `VARIANTS`), interleaved in balanced
     /// orders (`baseline::timing::round_order`) after ~0.3 s of warm-up, and the calls per sample.
     fn time(&mut self) -> gemm_epilogue::Result<([Option<f64>; 4], u64)> {
-        let (ctx, stream, reps) = (self.ctx.clone(), self.stream.clone(), self.o.reps);
+        let (ctx, stream, reps, sample_ms) = (self.ctx.clone(), self.stream.clone(), self.o.reps, self.o.sample_ms);
         let no_lt = self.lt_plan.is_none();
         let skip = |i: usize| VARIANTS[i] == Variant::CublasLt && no_lt;
-        let t = timing::interleaved(&ctx, &stream, VARIANTS.len(), skip, reps, 300.0, |i| self.launch(VARIANTS[i]).map(|_| ()))?;
+        let t = timing::interleaved_samples(&ctx, &stream, VARIANTS.len(), skip, reps, 300.0, sample_ms, |i| {
+            self.launch(VARIANTS[i]).map(|_| ())
+        })?;
         let mut med = [None; 4];
         med.copy_from_slice(&t.median_ms);
         Ok((med, t.batch))

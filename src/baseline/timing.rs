@@ -16,7 +16,7 @@ use crate::error::Result;
 pub struct Timing {
     /// Median milliseconds per call of each variant, in the order given (`None`: not timed).
     pub median_ms: Vec<Option<f64>>,
-    /// Calls per sample (a sample lasts at least about 0.5 ms).
+    /// Calls per sample (a sample lasts at least about `sample_ms`: 0.5 ms for [`interleaved`]).
     pub batch: u64,
     /// Samples per variant.
     pub rounds: usize,
@@ -34,6 +34,26 @@ pub fn interleaved(
     skip: impl Fn(usize) -> bool,
     rounds: usize,
     warm_up_ms: f64,
+    launch: impl FnMut(usize) -> Result<()>,
+) -> Result<Timing> {
+    interleaved_samples(ctx, stream, variants, skip, rounds, warm_up_ms, 0.5, launch)
+}
+
+/// [`interleaved`] with samples of at least `sample_ms` each (at most 100 000 calls).
+///
+/// Why the length matters on a power-capped card: with samples of one or two calls, each variant
+/// starts at the clock its predecessor left, so a kernel that draws more power than its
+/// neighbours borrows their headroom and one that draws less pays for them. Samples of ~100 ms
+/// or more run each variant in its own steady state: what a program that calls only it sees.
+#[allow(clippy::too_many_arguments)]
+pub fn interleaved_samples(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    variants: usize,
+    skip: impl Fn(usize) -> bool,
+    rounds: usize,
+    warm_up_ms: f64,
+    sample_ms: f64,
     mut launch: impl FnMut(usize) -> Result<()>,
 ) -> Result<Timing> {
     let timed: Vec<usize> = (0..variants).filter(|&i| !skip(i)).collect();
@@ -61,7 +81,7 @@ pub fn interleaved(
         }
     }
     stream.synchronize()?;
-    let batch = batch_for(fastest);
+    let batch = batch_for_sample(fastest, sample_ms);
     let mut recorded = Vec::with_capacity(rounds * timed.len());
     for r in 0..rounds {
         for j in round_order(timed.len(), r) {
@@ -103,6 +123,16 @@ pub fn batch_for(ms: f64) -> u64 {
     (0.5 / ms.max(1e-6)).ceil().clamp(1.0, 500.0) as u64
 }
 
+/// Calls per sample for a call of `ms` and samples of at least `sample_ms`: [`batch_for`] for
+/// samples up to 0.5 ms, else enough calls to fill `sample_ms`; 1 to 100 000.
+pub fn batch_for_sample(ms: f64, sample_ms: f64) -> u64 {
+    if sample_ms <= 0.5 {
+        batch_for(ms)
+    } else {
+        (sample_ms / ms.max(1e-6)).ceil().clamp(1.0, 100_000.0) as u64
+    }
+}
+
 /// The median (mean of the middle two for an even count); `None` for no samples. Sorts `v`.
 pub fn median(v: &mut [f64]) -> Option<f64> {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -126,6 +156,11 @@ mod tests {
         assert_eq!(batch_for(1.6), 1);
         assert_eq!(batch_for(0.04), 13);
         assert_eq!(batch_for(0.0), 500);
+        // Sustained samples: enough calls to fill the sample, capped.
+        assert_eq!(batch_for_sample(1.5, 200.0), 134);
+        assert_eq!(batch_for_sample(1.5, 0.5), batch_for(1.5));
+        assert_eq!(batch_for_sample(1e-9, 200.0), 100_000);
+        assert_eq!(batch_for_sample(500.0, 200.0), 1);
     }
 
     #[test]
