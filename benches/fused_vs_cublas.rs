@@ -363,14 +363,13 @@ fn interleaved(case: &mut Case<'_>, rounds: usize, sample_ms: f64) -> (Vec<Optio
     (t.median_ms, t.batch)
 }
 
-fn table(case: &Case<'_>, medians: &[Option<f64>], kernel: &str, rounds: usize, batch: u64) -> String {
+fn table(case: &Case<'_>, medians: &[Option<f64>], kernel: &str, rounds: usize, sustained: Option<u64>) -> String {
     let flop = case.flop();
     let ours = medians[0];
     let mut s = String::new();
-    let how = if batch > 20 {
-        format!("{rounds} interleaved rounds of sustained samples ({batch} back-to-back calls each)")
-    } else {
-        format!("{rounds} interleaved rounds")
+    let how = match sustained {
+        Some(batch) => format!("{rounds} interleaved rounds of sustained samples ({batch} back-to-back calls each)"),
+        None => format!("{rounds} interleaved rounds"),
     };
     let _ = writeln!(s, "\n### {}×{}×{} (M×N×K), s = {SCALE}; fused runs `{kernel}`; {how}\n", case.m, case.n, case.k);
     let _ = writeln!(s, "| variant | median ms | TFLOP/s | ours / this (time) |");
@@ -551,13 +550,13 @@ fn main() {
                 let repack = if p.repack_x || p.repack_w { " after repacking unaligned operands" } else { "" };
                 format!("{}{repack}", p.kernel)
             });
-            let (medians, batch) = interleaved(&mut case, rounds, 0.5);
-            let mut text = table(&case, &medians, &kernel, rounds, batch);
+            let (medians, _) = interleaved(&mut case, rounds, 0.5);
+            let mut text = table(&case, &medians, &kernel, rounds, None);
             // Sustained: samples of SUSTAINED_SAMPLE_MS, for the shapes that take long enough per
             // call for the power state to matter (see `timing::interleaved_samples`).
             if sustained_rounds > 0 && medians[0].is_some_and(|ms| ms >= 0.3) {
                 let (medians, batch) = interleaved(&mut case, sustained_rounds, SUSTAINED_SAMPLE_MS);
-                text.push_str(&table(&case, &medians, &kernel, sustained_rounds, batch));
+                text.push_str(&table(&case, &medians, &kernel, sustained_rounds, Some(batch)));
             }
             println!("{text}");
             if !header_written {
