@@ -315,14 +315,20 @@ fn stream_k_shapes() {
         if g.gemm.device().sm_count == 132 {
             assert_eq!(plan.stream_k_tiles as usize, sk, "{plan:?} for {m}x{n}x{k}");
         }
-        let again = common::execute(&g, &case, &inputs, false);
-        let first = common::execute(&g, &case, &inputs, false);
-        assert!(
-            first.fused.iter().zip(&again.fused).all(|(a, b)| a.to_bits() == b.to_bits()),
-            "stream-K output differs between two runs for {m}x{n}x{k} ({plan:?})"
-        );
+        assert_bitwise_repeatable(&g, &case, &inputs, &format!("{m}x{n}x{k} ({plan:?})"));
         println!("{m}x{n}x{k}: {plan:?}");
     }
+}
+
+/// Runs `case` twice more and checks the two outputs are bitwise equal: stream-K adds its partial
+/// tiles in a fixed order, whatever order the CTAs finish in.
+fn assert_bitwise_repeatable(g: &Gpu, case: &Case, inputs: &common::Inputs, what: &str) {
+    let first = common::execute(g, case, inputs, false);
+    let again = common::execute(g, case, inputs, false);
+    assert!(
+        first.fused.iter().zip(&again.fused).all(|(a, b)| a.to_bits() == b.to_bits()),
+        "stream-K output differs between two runs for {what}"
+    );
 }
 
 #[test]
@@ -370,12 +376,7 @@ fn stream_k_shapes_mma_sync() {
                 assert!(plan.stream_k_tiles < tiles && plan.stream_k_ctas == resident, "{plan:?}");
             }
             assert_eq!(plan.grid, tiles - plan.stream_k_tiles + plan.stream_k_ctas, "{plan:?}");
-            let again = common::execute(&g, &case, &inputs, false);
-            let first = common::execute(&g, &case, &inputs, false);
-            assert!(
-                first.fused.iter().zip(&again.fused).all(|(a, b)| a.to_bits() == b.to_bits()),
-                "stream-K output differs between two runs for {kernel} {m}x{n}x{k} ({plan:?})"
-            );
+            assert_bitwise_repeatable(&g, &case, &inputs, &format!("{kernel} {m}x{n}x{k} ({plan:?})"));
             println!("{kernel} {m}x{n}x{k}: {plan:?}");
         }
     }
