@@ -61,8 +61,8 @@ typedef struct GeRepackParams {
 /* ---- Stream-K (csrc/common/stream_k.cuh): both families ----------------------------- */
 
 /* The last `tiles` tiles of a launch are shared along K by G CTAs (the host uses it as split-K:
- * all tiles, when there are fewer tiles than SMs; or for the partial last wave of a large
- * problem). tiles == 0: none, every CTA computes whole tiles (both pointers may be NULL).
+ * all tiles, when there are fewer tiles than fit on the device at once; or for the partial last
+ * wave of a large problem). tiles == 0: none, every CTA computes whole tiles (both pointers may be NULL).
  *   partials: G x TILE_M*TILE_N fp32, one partial tile per stream-K CTA;
  *   flags:    tiles + 1 int32, zero at launch: one arrival counter per stream-K tile, then (mma.sync
  *             family) the ticket counter that numbers the CTAs in the order they start.
