@@ -8,10 +8,13 @@
 //!   bias pre-scaled by `1+s` (the best single library call; rounds differently);
 //! - `cublas_gemm_alone`: cuBLAS TF32 GEMM, no bias, no epilogue: the ceiling to beat.
 //!
-//! On the reference shape two more rows time the mma.sync path forced (it is the fallback on sm_90
-//! and the default before it): `mma_sync_128x256_trunc` ([`Kernel::Sm80WideTrunc`], operands
-//! truncated to TF32 by the tensor cores) and `mma_sync_128x256_round` ([`Kernel::Sm80Wide`],
-//! rounded to nearest in registers).
+//! On the reference shape, 4096³ and 8192³ one more row times the sm_90 ping-pong kernel forced
+//! (`sm90_pingpong`, [`Kernel::Sm90Pingpong`]): `Dispatch::Auto` picks the cooperative cluster
+//! kernel there on the H200, and the ping-pong for smaller problems. On the reference shape two
+//! more rows time the mma.sync path forced (it is the fallback on sm_90 and the default before
+//! it): `mma_sync_128x256_trunc` ([`Kernel::Sm80WideTrunc`], operands truncated to TF32 by the
+//! tensor cores) and `mma_sync_128x256_round` ([`Kernel::Sm80Wide`], rounded to nearest in
+//! registers).
 //!
 //! Throughput is `Throughput::Elements(2·M·N·K)`: criterion's "elements" are FLOP here, so its
 //! `elem/s` column reads as FLOP/s.
@@ -99,6 +102,9 @@ enum Variant {
 const VARIANTS: [Variant; 4] = [Variant::Fused, Variant::CublasElementwise, Variant::CublasLt, Variant::CublasGemm];
 /// The mma.sync rows of the reference shape.
 const MMA_SYNC: [Variant; 2] = [Variant::Forced(Kernel::Sm80WideTrunc), Variant::Forced(Kernel::Sm80Wide)];
+/// The large square-ish shapes, where `Dispatch::Auto` picks the cooperative cluster kernel on
+/// the H200: they also time the ping-pong kernel forced, which Auto picks for smaller problems.
+const PINGPONG_TOO: [&str; 3] = [REFERENCE, "square_4096", "square_8192"];
 
 impl Variant {
     fn label(self) -> &'static str {
@@ -109,6 +115,7 @@ impl Variant {
             Variant::CublasGemm => "cuBLAS GEMM alone (no bias/epilogue)",
             Variant::Forced(Kernel::Sm80WideTrunc) => "ours, mma.sync 128×256, truncated operands",
             Variant::Forced(Kernel::Sm80Wide) => "ours, mma.sync 128×256, rounded operands",
+            Variant::Forced(Kernel::Sm90Pingpong) => "ours, sm90 ping-pong 128×128 (forced)",
             Variant::Forced(_) => "ours, forced kernel",
         }
     }
@@ -122,6 +129,7 @@ impl Variant {
             Variant::CublasGemm => "cublas_gemm_alone",
             Variant::Forced(Kernel::Sm80WideTrunc) => "mma_sync_128x256_trunc",
             Variant::Forced(Kernel::Sm80Wide) => "mma_sync_128x256_round",
+            Variant::Forced(Kernel::Sm90Pingpong) => "sm90_pingpong",
             Variant::Forced(_) => "forced",
         }
     }
@@ -130,6 +138,9 @@ impl Variant {
 /// The variants timed on a shape.
 fn variants(group: &str) -> Vec<Variant> {
     let mut v = VARIANTS.to_vec();
+    if PINGPONG_TOO.contains(&group) {
+        v.push(Variant::Forced(Kernel::Sm90Pingpong));
+    }
     if group == REFERENCE {
         v.extend(MMA_SYNC);
     }

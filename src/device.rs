@@ -36,10 +36,12 @@ pub struct DeviceInfo {
     pub sm_count: u32,
     /// Largest dynamic shared memory a block may opt into, in bytes.
     pub max_smem_per_block: u32,
-    /// How many 2-CTA clusters of [`Kernel::Sm90PingpongCluster2`](crate::Kernel::Sm90PingpongCluster2)
-    /// (its block size and shared memory) can be resident at once: `cuOccupancyMaxActiveClusters`,
-    /// asked when the kernels are loaded. 0 where that kernel cannot run (not sm_90, or the query
-    /// failed or said 0); the persistent cluster kernel launches at most this many clusters.
+    /// How many 2-CTA clusters of the cluster kernels
+    /// ([`Kernel::Sm90PingpongCluster2`](crate::Kernel::Sm90PingpongCluster2),
+    /// [`Kernel::Sm90CooperativeCluster2`](crate::Kernel::Sm90CooperativeCluster2): one block
+    /// size and shared-memory size) can be resident at once: `cuOccupancyMaxActiveClusters`, asked
+    /// when the kernels are loaded. 0 where they cannot run (not sm_90, or the query failed or
+    /// said 0); a persistent cluster kernel launches at most this many clusters.
     pub max_active_clusters: u32,
     /// How many CTAs of each kernel can be resident on one SM at once, indexed like
     /// [`Kernel::ALL`](crate::Kernel::ALL): `cuOccupancyMaxActiveBlocksPerMultiprocessor` with the

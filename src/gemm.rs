@@ -31,7 +31,8 @@ pub struct Plan {
     /// CTAs launched (1-D grid; a multiple of `cluster`).
     pub grid: u32,
     /// CTAs per thread-block cluster, along M: 1 for a plain launch, 2 for
-    /// [`Kernel::Sm90PingpongCluster2`] (launched with a cluster-dimension attribute).
+    /// [`Kernel::Sm90PingpongCluster2`] and [`Kernel::Sm90CooperativeCluster2`] (launched with a
+    /// cluster-dimension attribute).
     pub cluster: u32,
     /// Threads per CTA.
     pub block: u32,
@@ -50,11 +51,12 @@ pub struct Plan {
     /// per such CTA in the workspace): every tile when there are fewer tiles than CTAs fit on the
     /// device at once (split-K), or on large problems the last, partial wave (with the wave
     /// before it when that one is thin). 0: none, every CTA computes whole tiles (always so
-    /// without a workspace).
+    /// without a workspace). For the cluster kernels these are cluster tiles
+    /// (`cluster · TILE_M × TILE_N`).
     pub stream_k_tiles: u32,
-    /// CTAs that share the stream-K tiles: the whole persistent grid of an sm_90 kernel, or the
-    /// last `stream_k_ctas` CTAs of an mma.sync grid, after one CTA per whole tile. 0 without
-    /// stream-K.
+    /// CTAs that share the stream-K tiles: the whole persistent grid of an sm_90 kernel (counted
+    /// in clusters for the cluster kernels), or the last `stream_k_ctas` CTAs of an mma.sync
+    /// grid, after one CTA per whole tile. 0 without stream-K.
     pub stream_k_ctas: u32,
     /// The epilogue staged `out` in shared memory and stored it with TMA (sm_90 kernels, when
     /// `out` is 16-byte aligned and N and its leading dimension are multiples of 4); false: it
@@ -70,16 +72,27 @@ impl Plan {
     }
 }
 
-/// f32 elements of one CTA's partial tile.
+/// f32 elements of one stream-K CTA's (cluster's) partial tile.
 fn partial_tile_len(kernel: Kernel) -> usize {
     let (tm, tn, _) = kernel.tile();
-    tm as usize * tn as usize
+    tm as usize * tn as usize * kernel.cluster_m() as usize
 }
 
-/// Workspace of stream-K (`GeStreamK`): `ctas` partial tiles (one per stream-K CTA), then one i32
-/// counter per stream-K tile and the mma.sync kernels' ticket counter.
+/// i32 arrival counters of one stream-K (cluster) tile: one per CTA of the cluster and consumer
+/// sharing its tile.
+fn stream_k_counters_per_tile(kernel: Kernel) -> usize {
+    kernel.cluster_m() as usize * kernel.spec().tile_parts as usize
+}
+
+/// Workspace of stream-K (`GeStreamK`): `ctas` partial tiles (one per stream-K CTA or cluster),
+/// then the arrival counters of the stream-K tiles and the mma.sync kernels' ticket counter.
 fn stream_k_len(kernel: Kernel, ctas: u32, sk_tiles: u32) -> usize {
-    ctas as usize * partial_tile_len(kernel) + sk_tiles as usize + 1
+    ctas as usize * partial_tile_len(kernel) + stream_k_flags_len(kernel, sk_tiles)
+}
+
+/// The i32 counters of stream-K, zeroed before each launch.
+fn stream_k_flags_len(kernel: Kernel, sk_tiles: u32) -> usize {
+    sk_tiles as usize * stream_k_counters_per_tile(kernel) + 1
 }
 
 /// Least k-blocks per CTA for which splitting a tile along K (when there are fewer tiles than
@@ -89,9 +102,10 @@ const SPLIT_K_MIN_BLOCKS: u64 = 8;
 /// Least full waves of tiles before the last, partial wave is worth sharing (stream-K tail).
 const STREAM_K_MIN_WAVES: u64 = 8;
 
-/// Stream-K for a kernel that supports it, when the workspace has room after `used`:
-/// (stream-K CTAs G, stream-K tiles), else None. A wave is what fits on the device at once:
-/// one CTA per SM for the persistent sm_90 kernel, [`DeviceInfo::resident_ctas`] for mma.sync.
+/// Stream-K, when the workspace has room after `used`: (stream-K CTAs G, stream-K tiles), else
+/// None; for the cluster kernels, clusters and cluster tiles. A wave is what fits on the device
+/// at once: one CTA per SM for the persistent sm_90 kernels ([`DeviceInfo::max_active_clusters`]
+/// clusters for the cluster kernels), [`DeviceInfo::resident_ctas`] for mma.sync.
 /// - Fewer tiles than a wave: split-K, every tile shared along K by up to a wave of CTAs (at
 ///   least SPLIT_K_MIN_BLOCKS k-blocks each).
 /// - At least STREAM_K_MIN_WAVES full waves and a partial last one: the tiles of the last wave
@@ -102,14 +116,18 @@ const STREAM_K_MIN_WAVES: u64 = 8;
 ///   threshold.
 fn stream_k(device: &DeviceInfo, kernel: Kernel, s: Shape, workspace: usize, used: usize) -> Option<(u64, u64)> {
     let spec = kernel.spec();
-    if !spec.split_k || s.k == 0 {
+    if s.k == 0 {
         return None;
     }
     let wave = match spec.family {
+        Family::TmaWgmma if spec.cluster_m > 1 => device.max_active_clusters,
         Family::TmaWgmma => device.sm_count,
         Family::MmaSync => device.resident_ctas(kernel),
     } as u64;
-    let t = tiles(s, kernel);
+    if wave == 0 {
+        return None;
+    }
+    let t = cluster_tiles(s, kernel);
     let k_blocks = (s.k as u64).div_ceil(spec.tile_k as u64);
     let (ctas, sk) = if t < wave {
         let ctas = (t * k_blocks / SPLIT_K_MIN_BLOCKS).min(wave);
@@ -356,7 +374,7 @@ impl FusedGemm {
         // ticket counter, zeroed here.
         let stream_k = if plan.stream_k_tiles > 0 {
             let flags = ws_next + plan.stream_k_ctas as u64 * partial_tile_len(plan.kernel) as u64 * 4;
-            launch::zero_i32(stream, flags, plan.stream_k_tiles as usize + 1)?;
+            launch::zero_i32(stream, flags, stream_k_flags_len(plan.kernel, plan.stream_k_tiles))?;
             GeStreamK { partials: ws_next as *mut f32, flags: flags as *mut i32, tiles: plan.stream_k_tiles as i32 }
         } else {
             GeStreamK { partials: std::ptr::null_mut(), flags: std::ptr::null_mut(), tiles: 0 }
@@ -549,6 +567,14 @@ fn default_rounding(device: &DeviceInfo) -> Tf32Rounding {
     }
 }
 
+/// Least waves of [`Kernel::Sm90CooperativeCluster2`]'s 256×256 cluster tiles for which
+/// [`Dispatch::Auto`] prefers it to the ping-pong kernel. On the H200 (docs/BENCHMARKS.md, step
+/// 25) it ran at 0.95–1.02× cuBLAS's time under sustained load on 4096³ (3.9 waves), 8192³ and
+/// the reference shape, against the ping-pong's 0.97–1.07×, and within 1–2 % of the ping-pong
+/// in single calls; with one or two waves (2048³, 1024×4096×4096) its four-times-larger tile
+/// quantizes worse and the ping-pong was 5–12 % faster.
+const LARGE_WAVES: u64 = 3;
+
 /// Below this many multiply-adds, repacking (two extra launches) costs more than it saves.
 const REPACK_MIN_MACS: u64 = 1 << 27;
 
@@ -594,11 +620,18 @@ pub(crate) fn select_kernel(
             let worth_repacking = (s.m as u64) * (s.n as u64) * (s.k as u64) >= REPACK_MIN_MACS;
             let vec4 = direct || (can_repack && worth_repacking);
             let small = tiles(s, Kernel::Sm80Large) < device.sm_count as u64;
-            // Measured on the H200 (docs/TILING.md): the TMA kernel first, then 128×256 before
+            // At least LARGE_WAVES waves of the cooperative cluster kernel's 256×256 cluster tiles.
+            let large = device.max_active_clusters > 0
+                && cluster_tiles(s, Kernel::Sm90CooperativeCluster2) >= LARGE_WAVES * device.max_active_clusters as u64;
+            // Measured on the H200 (docs/TILING.md): the TMA kernels first (on large problems the
+            // cooperative cluster kernel, which moves the fewest bytes per FLOP and so keeps the
+            // highest clock under the power cap; else the ping-pong), then 128×256 before
             // 128×128; devices without 144 KiB of shared memory per block fall through to 128×128.
             // Scalar-load kernels (any shape) only round to nearest: they are load-bound.
             let preference: &[Kernel] = match (small, vec4, rounding) {
+                (false, true, Tf32Rounding::Truncate) if large => &[Kernel::Sm90CooperativeCluster2, Kernel::Sm90Pingpong, Kernel::Sm80WideTrunc, Kernel::Sm80LargeTrunc, Kernel::Sm80Small],
                 (false, true, Tf32Rounding::Truncate) => &[Kernel::Sm90Pingpong, Kernel::Sm80WideTrunc, Kernel::Sm80LargeTrunc, Kernel::Sm80Small],
+                (false, true, Tf32Rounding::Nearest) if large => &[Kernel::Sm90CooperativeCluster2, Kernel::Sm90Pingpong, Kernel::Sm80Wide, Kernel::Sm80Large, Kernel::Sm80Small],
                 (false, true, Tf32Rounding::Nearest) => &[Kernel::Sm90Pingpong, Kernel::Sm80Wide, Kernel::Sm80Large, Kernel::Sm80Small],
                 (true, true, Tf32Rounding::Truncate) => &[Kernel::Sm90Pingpong, Kernel::Sm80Small],
                 (true, true, Tf32Rounding::Nearest) => &[Kernel::Sm80Small],
@@ -624,7 +657,7 @@ pub(crate) fn select_kernel(
     let (repack_x, repack_w) = (round_by_repack || (repack && !x_ok), round_by_repack || (repack && !w_ok));
     let stream_k = stream_k(device, kernel, s, workspace, repack_len(s, repack_x, repack_w));
     let grid = match (spec.family, stream_k) {
-        (Family::TmaWgmma, Some((ctas, _))) => ctas,
+        (Family::TmaWgmma, Some((ctas, _))) => spec.cluster_m as u64 * ctas,
         // One CTA per whole tile, then the stream-K CTAs.
         (Family::MmaSync, Some((ctas, sk))) => tiles(s, kernel) - sk + ctas,
         (Family::MmaSync, None) => tiles(s, kernel),
@@ -802,8 +835,8 @@ mod tests {
     fn auto_prefers_wgmma_on_hopper_and_mma_sync_elsewhere() {
         let s = shape(16384, 4096, 4096);
         let p = select(&H200, Dispatch::Auto, s, (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
-        assert_eq!(p.kernel, Kernel::Sm90Pingpong);
-        assert_eq!(p.grid, 132, "persistent: one CTA per SM");
+        assert_eq!(p.kernel, Kernel::Sm90CooperativeCluster2);
+        assert_eq!(p.grid, 132, "persistent: one CTA per SM (66 clusters of 2)");
         let p = select(&A100, Dispatch::Auto, s, (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
         assert_eq!((p.kernel, p.grid), (Kernel::Sm80Wide, 128 * 16));
         let p = select(&RTX4090, Dispatch::Auto, s, (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
@@ -829,7 +862,7 @@ mod tests {
         let s = shape(16383, 4095, 4097);
         let need = (16383 + 4095) * 4128;
         let p = select(&H200, Dispatch::Auto, s, (ALIGNED, 4097), (ALIGNED, 4097), need).unwrap();
-        assert_eq!((p.kernel, p.repack_x, p.repack_w), (Kernel::Sm90Pingpong, true, true));
+        assert_eq!((p.kernel, p.repack_x, p.repack_w), (Kernel::Sm90CooperativeCluster2, true, true));
         assert_eq!(p.workspace_len(s.m, s.n, s.k), need);
         // One element short: no repack, the scalar kernel, and still no error.
         let p = select(&H200, Dispatch::Auto, s, (ALIGNED, 4097), (ALIGNED, 4097), need - 1).unwrap();
@@ -870,13 +903,13 @@ mod tests {
         // H200, Nearest: the TMA kernel on both operands repacked (rounded), given the room...
         let need = 2 * 4096 * 4096 + 16384 * 4096;
         let p = pick(&H200, Nearest, 16384 * 4096 + 4096 * 4096);
-        assert_eq!((p.kernel, p.repack_x, p.repack_w, p.rounding), (Kernel::Sm90Pingpong, true, true, Nearest));
+        assert_eq!((p.kernel, p.repack_x, p.repack_w, p.rounding), (Kernel::Sm90CooperativeCluster2, true, true, Nearest));
         assert!(p.workspace_len(s.m, s.n, s.k) < need);
         // ...else the mma.sync kernels that round in registers.
         let p = pick(&H200, Nearest, 16384 * 4096 + 4096 * 4096 - 1);
         assert_eq!((p.kernel, p.repack_x, p.repack_w, p.rounding), (Kernel::Sm80Wide, false, false, Nearest));
         let p = pick(&H200, Truncate, usize::MAX);
-        assert_eq!((p.kernel, p.repack_x, p.rounding), (Kernel::Sm90Pingpong, false, Truncate));
+        assert_eq!((p.kernel, p.repack_x, p.rounding), (Kernel::Sm90CooperativeCluster2, false, Truncate));
         // Small problems round with the 64×64 tile either way (not worth a repack).
         let small = shape(128, 256, 64);
         let p = select_kernel(&H200, Dispatch::Auto, Nearest, small, (ALIGNED, 64), (ALIGNED, 64), usize::MAX).unwrap();
@@ -888,13 +921,15 @@ mod tests {
         let u = (ALIGNED, 4097);
         let s = shape(16383, 4095, 4097);
         let p = select_kernel(&H200, Dispatch::Auto, Truncate, s, u, u, usize::MAX).unwrap();
-        assert_eq!((p.kernel, p.rounding), (Kernel::Sm90Pingpong, Nearest));
+        assert_eq!((p.kernel, p.rounding), (Kernel::Sm90CooperativeCluster2, Nearest));
     }
 
     #[test]
     fn stream_k_when_a_workspace_has_room() {
         let a = |k| (ALIGNED, k);
-        let plan = |s: Shape, ws| select(&H200, Dispatch::Auto, s, a(s.k), a(s.k), ws).unwrap();
+        // The ping-pong kernel (Auto's choice for fewer than 3 waves of 256×256 cluster tiles).
+        let pp = Dispatch::Force(Kernel::Sm90Pingpong);
+        let plan = |s: Shape, ws| select(&H200, pp, s, a(s.k), a(s.k), ws).unwrap();
         let sk_len = |grid: usize, sk: usize| grid * 128 * 128 + sk + 1;
         // At least 8 full waves and a partial one: the reference shape's 4096 tiles are 31 waves
         // of 132 and 4 tiles; those 4 are shared with the wave before (136 stream-K tiles).
@@ -931,11 +966,38 @@ mod tests {
         let repacks = (500 + 3000) * 4128;
         let p = select(&H200, Dispatch::Auto, u, a(4097), a(4097), repacks + sk_len(132, 96)).unwrap();
         assert_eq!((p.repack_x, p.grid, p.stream_k_tiles), (true, 132, 4 * 24));
-        // Neither the cluster kernel nor the cooperative one use it.
-        let c2 = Dispatch::Force(Kernel::Sm90PingpongCluster2);
-        assert_eq!(select(&H200, c2, s, a(4096), a(4096), usize::MAX).unwrap().stream_k_tiles, 0);
-        let coop = Dispatch::Force(Kernel::Sm90Cooperative);
-        assert_eq!(select(&H200, coop, s, a(4096), a(4096), usize::MAX).unwrap().stream_k_tiles, 0);
+    }
+
+    #[test]
+    fn stream_k_for_cluster_and_cooperative_kernels_counts_clusters() {
+        let a = |k| (ALIGNED, k);
+        let forced = |k, s: Shape| select(&H200, Dispatch::Force(k), s, a(s.k), a(s.k), usize::MAX).unwrap();
+        let reference = shape(16384, 4096, 4096);
+        // Cooperative 128×256, no cluster: 2048 tiles = 15 waves of 132 and 68 tiles; two
+        // counters per tile (one per consumer warpgroup).
+        let p = forced(Kernel::Sm90Cooperative, reference);
+        assert_eq!((p.grid, p.stream_k_ctas, p.stream_k_tiles), (132, 132, 68));
+        assert_eq!(p.workspace_len(16384, 4096, 4096), 132 * 128 * 256 + 68 * 2 + 1);
+        // Its 2-CTA clusters: 1024 cluster tiles of 256×256 = 15 waves of 66 clusters and 34; a
+        // slot of two 128×256 tiles per cluster, a counter per (cluster tile, CTA, consumer).
+        let p = forced(Kernel::Sm90CooperativeCluster2, reference);
+        assert_eq!((p.grid, p.cluster, p.stream_k_ctas, p.stream_k_tiles), (132, 2, 66, 34));
+        assert_eq!(p.workspace_len(16384, 4096, 4096), 66 * 2 * 128 * 256 + 34 * 2 * 2 + 1);
+        // Ping-pong clusters: 2048 cluster tiles = 31 waves of 66 and 2, under a quarter wave:
+        // shared with the wave before.
+        let p = forced(Kernel::Sm90PingpongCluster2, reference);
+        assert_eq!((p.grid, p.stream_k_ctas, p.stream_k_tiles), (132, 66, 68));
+        assert_eq!(p.workspace_len(16384, 4096, 4096), 66 * 2 * 128 * 128 + 68 * 2 + 1);
+        // Split-K: M = 1 has 16 cluster tiles of 256×256, shared by all 66 clusters.
+        let p = forced(Kernel::Sm90CooperativeCluster2, shape(1, 4096, 4096));
+        assert_eq!((p.grid, p.stream_k_ctas, p.stream_k_tiles), (132, 66, 16));
+        // 4096³: 256 cluster tiles, 3 waves and 58: too few waves to share the last.
+        let p = forced(Kernel::Sm90CooperativeCluster2, shape(4096, 4096, 4096));
+        assert_eq!((p.grid, p.stream_k_tiles), (132, 0));
+        // No cluster fits (max_active_clusters = 0): the cluster kernels are refused, never split.
+        let no_clusters = DeviceInfo { max_active_clusters: 0, ..H200 };
+        let forced_c2 = Dispatch::Force(Kernel::Sm90CooperativeCluster2);
+        assert!(select(&no_clusters, forced_c2, reference, a(4096), a(4096), usize::MAX).is_err());
     }
 
     #[test]
@@ -1038,19 +1100,33 @@ mod tests {
         let p = select(&H200, Dispatch::Force(Kernel::Sm90Pingpong), shape(16384, 4096, 4096), (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
         assert_eq!((p.grid, p.cluster), (132, 1));
         // Every other kernel runs without clusters.
-        for k in Kernel::ALL.into_iter().filter(|&k| k != Kernel::Sm90PingpongCluster2) {
+        for k in Kernel::ALL.into_iter().filter(|&k| k.cluster_m() == 1) {
             let p = select(&H200, Dispatch::Force(k), shape(300, 200, 64), (ALIGNED, 64), (ALIGNED, 64), 0).unwrap();
             assert_eq!(p.cluster, 1, "{p:?}");
         }
     }
 
     #[test]
-    fn auto_never_picks_the_cluster_kernel_yet() {
-        let aligned = (ALIGNED, 4096);
-        for (m, n, k) in [(16384, 4096, 4096), (4096, 4096, 4096), (128, 4096, 4096), (257, 129, 4096)] {
-            let p = select(&H200, Dispatch::Auto, shape(m, n, k), aligned, aligned, 0).unwrap();
+    fn auto_picks_the_cooperative_cluster_kernel_for_at_least_three_waves() {
+        let a = |k| (ALIGNED, k);
+        // 66 clusters: 198 cluster tiles of 256×256 or more.
+        for (m, n, k) in [(16384, 4096, 4096), (4096, 4096, 4096), (8192, 8192, 8192), (12800, 4096, 64)] {
+            let p = select(&H200, Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
+            assert_eq!((p.kernel, p.cluster, p.grid), (Kernel::Sm90CooperativeCluster2, 2, 132), "{m}×{n}×{k}");
+        }
+        // Fewer: the ping-pong (3072 × 4096: 768 tiles of 128×128, but 192 cluster tiles).
+        for (m, n, k) in [(3072, 4096, 4096), (2048, 2048, 2048), (1024, 4096, 4096), (128, 4096, 4096), (257, 129, 4096)] {
+            let p = select(&H200, Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
             assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong, 1), "{m}×{n}×{k}");
         }
+        // K % 4 != 0 with room to repack: the operands are repacked for it too.
+        let s = shape(16383, 4095, 4097);
+        let p = select(&H200, Dispatch::Auto, s, a(4097), a(4097), usize::MAX).unwrap();
+        assert_eq!((p.kernel, p.repack_x, p.repack_w), (Kernel::Sm90CooperativeCluster2, true, true));
+        // No cluster fits: the ping-pong, whatever the size.
+        let no_clusters = DeviceInfo { max_active_clusters: 0, ..H200 };
+        let p = select(&no_clusters, Dispatch::Auto, shape(16384, 4096, 4096), a(4096), a(4096), 0).unwrap();
+        assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong, 1));
     }
 
     #[test]

@@ -76,6 +76,11 @@ pub enum Kernel {
     /// with the tensor cores. [`Tf32Rounding::Truncate`], like [`Kernel::Sm90Pingpong`]. Only
     /// [`crate::Dispatch::Force`] selects it.
     Sm90Cooperative,
+    /// [`Kernel::Sm90Cooperative`] with its CTAs paired into clusters of 2 along M, as
+    /// [`Kernel::Sm90PingpongCluster2`] pairs them: each CTA TMA-multicasts half of the shared
+    /// 256-row W tile to both, a third less L2 traffic per FLOP. Only [`crate::Dispatch::Force`]
+    /// selects it.
+    Sm90CooperativeCluster2,
 }
 
 /// How a kernel is launched.
@@ -101,8 +106,9 @@ pub(crate) struct Spec {
     /// Rows of out per epilogue TMA store box (TMA kernels): the rows one consumer warpgroup
     /// holds, `tile_m` (ping-pong) or `tile_m / 2` (cooperative). Unused by mma.sync kernels.
     pub out_box_rows: u32,
-    /// Whether the kernel can split tiles along K through the workspace (stream-K).
-    pub split_k: bool,
+    /// Consumer warpgroups that share one CTA tile, each publishing its own part of a stream-K
+    /// partial tile with its own arrival counter: 2 for the cooperative kernels, else 1.
+    pub tile_parts: u32,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -121,7 +127,7 @@ const fn sm80(name: &'static str, m: u32, n: u32, k: u32, stages: u32, threads: 
         cluster_m: 1,
         w_box_rows: n,
         out_box_rows: m,
-        split_k: true,
+        tile_parts: 1,
     }
 }
 
@@ -142,15 +148,15 @@ const fn sm90_pingpong(name: &'static str, cluster_m: u32, w_box_rows: u32) -> S
         cluster_m,
         w_box_rows,
         out_box_rows: GE_SM90_PINGPONG_TILE_M,
-        split_k: cluster_m == 1,
+        tile_parts: 1,
     }
 }
 
-/// The sm_90 cooperative configuration (no cluster, no split-K).
-const fn sm90_cooperative() -> Spec {
+/// The sm_90 cooperative configuration, launched in clusters of `cluster_m` CTAs along M.
+const fn sm90_cooperative(name: &'static str, cluster_m: u32, w_box_rows: u32) -> Spec {
     use sys::*;
     Spec {
-        name: "ge_sm90_tf32_128x256x32_s4_cooperative",
+        name,
         family: Family::TmaWgmma,
         tile_m: GE_SM90_COOP_TILE_M,
         tile_n: GE_SM90_COOP_TILE_N,
@@ -160,15 +166,15 @@ const fn sm90_cooperative() -> Spec {
         smem_bytes: GE_SM90_COOP_SMEM_BYTES,
         needs_vec4: true,
         rounding: Tf32Rounding::Truncate,
-        cluster_m: 1,
-        w_box_rows: GE_SM90_COOP_TILE_N,
+        cluster_m,
+        w_box_rows,
         out_box_rows: GE_SM90_COOP_TILE_M / 2,
-        split_k: false,
+        tile_parts: 2,
     }
 }
 
 /// How many kernels the fatbin has: [`Kernel::ALL`]'s length.
-pub const KERNEL_COUNT: usize = 11;
+pub const KERNEL_COUNT: usize = 12;
 
 impl Kernel {
     /// Every kernel in the fatbin (dispatch has its own preference order, in `select()`).
@@ -176,6 +182,7 @@ impl Kernel {
         Kernel::Sm90Pingpong,
         Kernel::Sm90PingpongCluster2,
         Kernel::Sm90Cooperative,
+        Kernel::Sm90CooperativeCluster2,
         Kernel::Sm80WideTrunc,
         Kernel::Sm80LargeTrunc,
         Kernel::Sm80Wide,
@@ -203,7 +210,12 @@ impl Kernel {
                 GE_SM90_PINGPONG_CLUSTER_M,
                 GE_SM90_PINGPONG_C2_W_BOX_ROWS,
             ),
-            Kernel::Sm90Cooperative => sm90_cooperative(),
+            Kernel::Sm90Cooperative => sm90_cooperative("ge_sm90_tf32_128x256x32_s4_cooperative", 1, GE_SM90_COOP_TILE_N),
+            Kernel::Sm90CooperativeCluster2 => sm90_cooperative(
+                "ge_sm90_tf32_128x256x32_s4_cooperative_c2",
+                GE_SM90_COOP_CLUSTER_M,
+                GE_SM90_COOP_C2_W_BOX_ROWS,
+            ),
         }
     }
 
@@ -304,6 +316,7 @@ impl LoadedKernels {
         let module = ctx.load_module(Ptx::from_binary(FATBIN.to_vec()))?;
         let mut functions = HashMap::new();
         device.max_active_clusters = 0;
+        let mut first_cluster_kernel = true;
         for kernel in Kernel::ALL {
             if kernel.unsupported_by_hardware(&device).is_some() {
                 continue;
@@ -313,15 +326,19 @@ impl LoadedKernels {
             // Before the occupancy query: it counts with this much shared memory per CTA.
             function.set_attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, spec.smem_bytes as i32)?;
             if spec.cluster_m > 1 {
-                // The only cluster kernel so far. A failed query leaves it out (unsupported_on then
+                // The cluster kernels share one block size, smem size and cluster shape (asserted
+                // in csrc/sm90/entries.cuh), so one answer serves them all; each is asked, and
+                // the smallest answer kept. A failed query leaves a kernel out (unsupported_on then
                 // says why) rather than failing the load of every other kernel.
                 let probe = LaunchConfig {
                     grid_dim: (spec.cluster_m * (device.sm_count / spec.cluster_m).max(1), 1, 1),
                     block_dim: (spec.threads, 1, 1),
                     shared_mem_bytes: spec.smem_bytes,
                 };
+                let clusters = launch::max_active_clusters(ctx, &function, probe, (spec.cluster_m, 1, 1)).unwrap_or(0);
                 device.max_active_clusters =
-                    launch::max_active_clusters(ctx, &function, probe, (spec.cluster_m, 1, 1)).unwrap_or(0);
+                    if first_cluster_kernel { clusters } else { device.max_active_clusters.min(clusters) };
+                first_cluster_kernel = false;
                 if kernel.unsupported_on(&device).is_some() {
                     continue;
                 }
@@ -392,14 +409,21 @@ mod tests {
         assert_eq!((one.tile_m, one.tile_n, one.tile_k, one.stages), (two.tile_m, two.tile_n, two.tile_k, two.stages));
         assert_eq!((one.threads, one.smem_bytes, one.family), (two.threads, two.smem_bytes, two.family));
         assert_eq!(Kernel::Sm90PingpongCluster2.cluster_m(), 2);
-        assert!(Kernel::ALL.iter().all(|k| k.cluster_m() == 1 || *k == Kernel::Sm90PingpongCluster2));
-        // Cooperative: both consumers share a 128×256 tile, so each stores 64-row boxes; it and the
-        // cluster kernel cannot split K (one consumer per tile and one partial slot per CTA).
+        // Every cluster kernel has the same block, smem and cluster shape: one occupancy answer.
+        for k in Kernel::ALL.iter().filter(|k| k.cluster_m() > 1) {
+            assert_eq!((k.spec().threads, k.spec().smem_bytes, k.cluster_m()), (two.threads, two.smem_bytes, 2), "{k}");
+        }
+        let coop2 = Kernel::Sm90CooperativeCluster2.spec();
+        assert_eq!((coop2.tile_m, coop2.tile_n, coop2.w_box_rows, coop2.out_box_rows), (128, 256, 128, 64));
+        // Cooperative: both consumers share a 128×256 tile, so each stores 64-row boxes and
+        // publishes its own half of a stream-K partial.
         let coop = Kernel::Sm90Cooperative.spec();
         assert_eq!((coop.tile_m, coop.tile_n, coop.stages, coop.out_box_rows, coop.w_box_rows), (128, 256, 4, 64, 256));
         assert_eq!(one.out_box_rows, 128);
-        // Stream-K: every mma.sync kernel (one partial slot per CTA) and the plain ping-pong.
-        assert!(Kernel::ALL.iter().all(|k| k.spec().split_k == (k.family() == Family::MmaSync || *k == Kernel::Sm90Pingpong)));
+        for k in Kernel::ALL {
+            let s = k.spec();
+            assert_eq!(s.tile_parts, s.tile_m / s.out_box_rows, "{k}: one part per consumer sharing the tile");
+        }
         // One store box per consumer fits its half of the epilogue buffers.
         for k in Kernel::ALL.iter().filter(|k| k.family() == Family::TmaWgmma) {
             let box_bytes = k.spec().out_box_rows * sys::GE_SM90_STORE_BOX_COLS * 4;

@@ -274,7 +274,7 @@ fn unaligned_calls() -> Vec<(&'static str, Call)> {
 #[test]
 fn forced_sm90_pingpong_on_unsupported_input() {
     let Some(g) = common::gpu() else { return };
-    for kernel in [Kernel::Sm90Pingpong, Kernel::Sm90PingpongCluster2] {
+    for kernel in [Kernel::Sm90Pingpong, Kernel::Sm90PingpongCluster2, Kernel::Sm90CooperativeCluster2] {
         let mut calls = unaligned_calls();
         calls.push(("K = 0", Call::new(64, 64, 0)));
         for (what, mut c) in calls {

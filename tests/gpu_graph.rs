@@ -45,6 +45,7 @@ fn run_can_be_captured_into_a_cuda_graph_and_replayed() {
     if g.is_hopper() {
         // cuLaunchKernelEx with a cluster attribute, captured like any launch.
         cases.push(Case::new(300, 200, 128).scale(0.5).force(Kernel::Sm90PingpongCluster2));
+        cases.push(Case::new(300, 300, 96).scale(3.0).force(Kernel::Sm90CooperativeCluster2));
     }
     for case in cases {
         let inputs = Inputs::generate(&case, &mut rng);

@@ -169,7 +169,11 @@ fn workspace_repacks_unaligned_operands_for_the_fast_kernels() {
     let small = Case::new(33, 65, 4095).workspace(true);
     let p = common::check(&g, &small, &mut rng).expect("ran");
     assert!(common::is_scalar(p.kernel) && !p.repack_x && !p.repack_w, "{p:?}");
-    let forced: &[Kernel] = if hopper { &[Kernel::Sm90Pingpong, Kernel::Sm90PingpongCluster2] } else { &[Kernel::Sm80Small] };
+    let forced: &[Kernel] = if hopper {
+        &[Kernel::Sm90Pingpong, Kernel::Sm90PingpongCluster2, Kernel::Sm90CooperativeCluster2]
+    } else {
+        &[Kernel::Sm80Small]
+    };
     for &kernel in forced {
         let p = common::check(&g, &small.force(kernel), &mut rng).expect("ran");
         assert!(p.repack_x && p.repack_w, "{p:?}");

@@ -200,12 +200,23 @@ fn shapes_sm90_cooperative() {
     run_shapes(&g, Dispatch::Force(Kernel::Sm90Cooperative), "shapes_sm90_cooperative");
 }
 
-/// The 2-CTA cluster kernel where its two CTAs differ: M not a multiple of 256 puts the second
-/// CTA's rows (partly, or for M % 256 in 1..=128 entirely) past M. That CTA must still load and
-/// multicast its half of the W tile and take part in every barrier, or its peer hangs or reads a
-/// stale slice. Includes M <= 128 (one cluster row, the second CTA never has a row), and grids
-/// smaller than the cluster-tile count (persistent clusters loop over several tiles, wrapping
-/// the stage ring) with such rows in every tile.
+/// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
+#[test]
+fn shapes_sm90_cooperative_cluster2() {
+    let Some(g) = common::gpu() else { return };
+    if !g.is_hopper() {
+        println!("skipped: Sm90CooperativeCluster2 needs an sm_90 device, this is {:?}", g.gemm.device().compute_capability);
+        return;
+    }
+    run_shapes(&g, Dispatch::Force(Kernel::Sm90CooperativeCluster2), "shapes_sm90_cooperative_cluster2");
+}
+
+/// The 2-CTA cluster kernels where their two CTAs differ: M not a multiple of 256 puts the
+/// second CTA's rows (partly, or for M % 256 in 1..=128 entirely) past M. That CTA must still
+/// load and multicast its half of the W tile and take part in every barrier, or its peer hangs or
+/// reads a stale slice. Includes M <= 128 (one cluster row, the second CTA never has a row), and
+/// grids smaller than the cluster-tile count (persistent clusters loop over several tiles,
+/// wrapping the stage ring) with such rows in every tile.
 #[test]
 fn cluster2_out_of_range_rows() {
     let Some(g) = common::gpu() else { return };
@@ -223,16 +234,20 @@ fn cluster2_out_of_range_rows() {
         }
     }
     // More cluster tiles than resident clusters: every cluster runs several tiles.
-    cases.push(Case::new(100, 16384, 96)); // 128 cluster tiles, second CTA always empty
+    cases.push(Case::new(100, 16384, 96)); // 128 (ping-pong) cluster tiles, second CTA always empty
+    cases.push(Case::new(100, 33000, 40)); // 129 cooperative cluster tiles, second CTA always empty
     cases.push(Case::new(129, 16384, 40).bias(false)); // second CTA: one row per tile
     cases.push(Case::new(4097, 1025, 68)); // 17 × 9 cluster tiles, last row: 1 row
     cases.push(Case::new(2000, 4096, 260).pad(4, 8, 3)); // strided, last cluster row: 208 rows
-    for (i, case) in cases.into_iter().enumerate() {
-        let case = case.force(Kernel::Sm90PingpongCluster2).scale(if i % 3 == 0 { 0.5 } else { 3.0 });
-        let plan = common::check(&g, &case, &mut rng).expect("ran");
-        let cluster_tiles = case.m.div_ceil(256) * case.n.div_ceil(128);
-        assert_eq!(plan.cluster, 2, "{plan:?}");
-        assert_eq!(plan.grid as usize, 2 * cluster_tiles.min(clusters as usize), "{plan:?} for {case:?}");
+    for kernel in [Kernel::Sm90PingpongCluster2, Kernel::Sm90CooperativeCluster2] {
+        let tile_n = kernel.tile().1 as usize;
+        for (i, case) in cases.iter().enumerate() {
+            let case = case.force(kernel).scale(if i % 3 == 0 { 0.5 } else { 3.0 });
+            let plan = common::check(&g, &case, &mut rng).expect("ran");
+            let cluster_tiles = case.m.div_ceil(256) * case.n.div_ceil(tile_n);
+            assert_eq!((plan.kernel, plan.cluster), (kernel, 2), "{plan:?}");
+            assert_eq!(plan.grid as usize, 2 * cluster_tiles.min(clusters as usize), "{plan:?} for {case:?}");
+        }
     }
 }
 
@@ -261,8 +276,11 @@ fn small_shapes_every_kernel() {
         }
         common::check(&g, &case, &mut rng);
     }
-    let repacking: &[Kernel] =
-        if hopper { &[Kernel::Sm90Pingpong, Kernel::Sm90PingpongCluster2] } else { &[Kernel::Sm80Small] };
+    let repacking: &[Kernel] = if hopper {
+        &[Kernel::Sm90Pingpong, Kernel::Sm90PingpongCluster2, Kernel::Sm90CooperativeCluster2]
+    } else {
+        &[Kernel::Sm80Small]
+    };
     for &kernel in repacking {
         let unaligned = Case::new(65, 66, 67).workspace(true).force(kernel);
         let plan = common::check(&g, &unaligned, &mut rng).expect("ran");
@@ -313,6 +331,55 @@ fn stream_k_shapes() {
         let inputs = common::Inputs::generate(&case, &mut rng);
         let plan = common::check_inputs(&g, &case, &inputs, &mut rng).expect("ran");
         if g.gemm.device().sm_count == 132 {
+            assert_eq!(plan.stream_k_tiles as usize, sk, "{plan:?} for {m}x{n}x{k}");
+        }
+        assert_bitwise_repeatable(&g, &case, &inputs, &format!("{m}x{n}x{k} ({plan:?})"));
+        println!("{m}x{n}x{k}: {plan:?}");
+    }
+}
+
+/// Stream-K in the sm_90 kernels whose "CTA" is a cluster or whose tile is shared by both
+/// consumer warpgroups: every CTA of a cluster and every consumer publishes its own part of a
+/// partial tile and waits on its own counter. Split-K (including a cluster whose second CTA has
+/// a single row, M = 129), and shared tails of at least 8 waves of clusters (66 on the H200).
+/// Checked against f64 and cuBLAS, and run twice for bitwise-equal outputs.
+#[test]
+fn stream_k_shapes_clusters_and_cooperative() {
+    let Some(g) = common::gpu() else { return };
+    if !g.is_hopper() {
+        println!("skipped: these kernels need an sm_90 device, this is {:?}", g.gemm.device().compute_capability);
+        return;
+    }
+    let mut rng = common::rng("stream_k_shapes_clusters_and_cooperative");
+    let device = g.gemm.device();
+    let counts_known = device.sm_count == 132 && device.max_active_clusters == 66;
+    if !counts_known {
+        println!("note: the stream-K tile counts below assume 132 SMs and 66 clusters; checking results only");
+    }
+    // (kernel, M, N, K, stream-K (cluster) tiles the plan must have)
+    let cases = [
+        (Kernel::Sm90Cooperative, 1, 4096, 4096, 16),      // 16 tiles of 128×256 over 132 CTAs
+        (Kernel::Sm90Cooperative, 300, 1000, 512, 12),     // 12 tiles, 2 CTAs a tile, M and N tails
+        (Kernel::Sm90Cooperative, 45061, 520, 96, 135),    // 1059 tiles = 8 waves + 3: with the wave before
+        (Kernel::Sm90CooperativeCluster2, 1, 4096, 4096, 16), // 16 cluster tiles of 256×256 over 66 clusters
+        (Kernel::Sm90CooperativeCluster2, 129, 1000, 2048, 4), // second CTA: one row
+        (Kernel::Sm90CooperativeCluster2, 300, 520, 512, 6),
+        (Kernel::Sm90CooperativeCluster2, 45061, 520, 200, 69), // 531 = 8 waves of 66 + 3
+        (Kernel::Sm90PingpongCluster2, 1, 4096, 4096, 32),
+        (Kernel::Sm90PingpongCluster2, 300, 520, 512, 10),
+        (Kernel::Sm90PingpongCluster2, 45061, 520, 96, 27), // 885 = 13 waves of 66 + 27
+    ];
+    for (i, &(kernel, m, n, k, sk)) in cases.iter().enumerate() {
+        let case = Case::new(m, n, k)
+            .force(kernel)
+            .workspace(true)
+            .bias(i % 3 != 1)
+            .scale(if i % 2 == 0 { 0.5 } else { -2.0 })
+            .x_dist(if i % 2 == 0 { XDist::Unit } else { XDist::Sym });
+        let inputs = common::Inputs::generate(&case, &mut rng);
+        let plan = common::check_inputs(&g, &case, &inputs, &mut rng).expect("ran");
+        assert_eq!(plan.kernel, kernel);
+        if counts_known {
             assert_eq!(plan.stream_k_tiles as usize, sk, "{plan:?} for {m}x{n}x{k}");
         }
         assert_bitwise_repeatable(&g, &case, &inputs, &format!("{m}x{n}x{k} ({plan:?})"));
@@ -459,6 +526,16 @@ fn reference_shape_sm90_cooperative() {
     reference_shape(&g, Dispatch::Force(Kernel::Sm90Cooperative), "reference_shape_sm90_cooperative");
 }
 
+#[test]
+fn reference_shape_sm90_cooperative_cluster2() {
+    let Some(g) = common::gpu() else { return };
+    if !g.is_hopper() {
+        println!("skipped: Sm90CooperativeCluster2 needs an sm_90 device, this is {:?}", g.gemm.device().compute_capability);
+        return;
+    }
+    reference_shape(&g, Dispatch::Force(Kernel::Sm90CooperativeCluster2), "reference_shape_sm90_cooperative_cluster2");
+}
+
 /// Every kernel in the fatbin has a `shapes_*` test above (runs without a GPU): adding a kernel
 /// without adding its test fails here.
 #[test]
@@ -475,6 +552,7 @@ fn every_kernel_has_a_shapes_test() {
         Kernel::Sm90Pingpong,
         Kernel::Sm90PingpongCluster2,
         Kernel::Sm90Cooperative,
+        Kernel::Sm90CooperativeCluster2,
     ];
     for k in Kernel::ALL {
         assert!(covered.contains(&k), "kernel {k:?} ({}) has no shapes_* test in tests/gpu_shapes.rs", k.name());

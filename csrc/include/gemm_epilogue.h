@@ -66,7 +66,9 @@ typedef struct GeRepackParams {
  *   partials: G x TILE_M*TILE_N fp32, one partial tile per stream-K CTA;
  *   flags:    tiles + 1 int32, zero at launch: one arrival counter per stream-K tile, then (mma.sync
  *             family) the ticket counter that numbers the CTAs in the order they start.
- * Which G CTAs, and the rest of the launch contract, is per family (below). */
+ * For the sm_90 cluster and cooperative kernels a "CTA" and a "tile" here are a cluster and a
+ * cluster tile, and both arrays are larger (see GeSm90Params). Which G CTAs, and the rest of the
+ * launch contract, is per family (below). */
 typedef struct GeStreamK {
     float *partials;
     int32_t *flags;
@@ -125,9 +127,13 @@ typedef struct GeSm90Params {
      * 16 bytes); else store_tma = 0, the map is unused and the epilogue stores from registers. */
     GeTensorMap out_map;
     GeProblem problem; /* pointers for the epilogue (bias, out) and the shape */
-    /* Stream-K (ping-pong kernel without cluster only): the persistent grid is G, every CTA
-     * shares the stream-K tiles after its whole ones. Requires (num_tiles - stream_k.tiles) %
-     * grid == 0 and grid <= resident CTAs; the ticket counter is unused. */
+    /* Stream-K, every sm_90 kernel: the persistent grid is G clusters (G CTAs without a
+     * cluster), every cluster shares the stream-K cluster tiles after its whole ones. Requires
+     * (cluster tiles - stream_k.tiles) % G == 0 and every cluster resident; the ticket counter is
+     * unused. Sizes: partials G x CLUSTER_M*TILE_M*TILE_N floats (a cluster's slot; a consumer
+     * warpgroup's part of CTA rank r, rows row0.. of its tile, at (r*TILE_M + row0)*TILE_N),
+     * flags tiles*CLUSTER_M*PARTS + 1 int32 (one counter per (cluster tile, rank, part); PARTS =
+     * consumers sharing a tile: 1 ping-pong, 2 cooperative). */
     GeStreamK stream_k;
     int32_t store_tma; /* 1: store through out_map; 0: direct stores (any ldo, any alignment) */
 } GeSm90Params;
@@ -187,5 +193,16 @@ typedef struct GeSm90Params {
 #define GE_SM90_COOP_SMEM_BYTES                                                                              \
     (GE_SM90_COOP_STAGES * (GE_SM90_COOP_TILE_M + GE_SM90_COOP_TILE_N) * GE_SM90_COOP_TILE_K * 4 + \
      GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
+
+/* "cooperative, cluster of 2": the cooperative kernel (tiles, stages, threads, SMEM_BYTES as
+ * above) with its CTAs paired along M exactly as "pingpong, cluster of 2" pairs them: CTA rank r
+ * loads rows r*W_BOX_ROWS.. of the shared 256-row W tile and multicasts them into both CTAs, so
+ * each CTA reads 128 + 128 rows from L2 per k-block instead of 128 + 256.
+ * Entry: ge_sm90_tf32_128x256x32_s4_cooperative_c2. Launch contract: that of "pingpong, cluster
+ * of 2" with this kernel's tiles (cluster tile 256 x 256), and out boxes {STORE_BOX_COLS,
+ * TILE_M / 2} as for "cooperative". Block and smem equal the ping-pong's, so one
+ * cuOccupancyMaxActiveClusters answer serves both cluster kernels. */
+#define GE_SM90_COOP_CLUSTER_M 2
+#define GE_SM90_COOP_C2_W_BOX_ROWS (GE_SM90_COOP_TILE_N / GE_SM90_COOP_CLUSTER_M)
 
 #endif /* GEMM_EPILOGUE_H */

@@ -27,6 +27,13 @@ using Cooperative128x256x32 = KernelConfig<GE_SM90_COOP_TILE_M, GE_SM90_COOP_TIL
 static_assert(Cooperative128x256x32::THREADS == GE_SM90_COOP_THREADS, "header THREADS out of date");
 static_assert(Cooperative128x256x32::SMEM_BYTES == GE_SM90_COOP_SMEM_BYTES, "header SMEM_BYTES out of date");
 
+// The same tile, CTAs paired along M into clusters of 2 that share (multicast) the 256-row W tile.
+using Cooperative128x256x32C2 = KernelConfig<GE_SM90_COOP_TILE_M, GE_SM90_COOP_TILE_N, GE_SM90_COOP_TILE_K,
+                                             GE_SM90_COOP_STAGES, Schedule::Cooperative, GE_SM90_COOP_CLUSTER_M>;
+static_assert(Cooperative128x256x32C2::B_SLICE_ROWS == GE_SM90_COOP_C2_W_BOX_ROWS, "header C2_W_BOX_ROWS out of date");
+static_assert(Cooperative128x256x32C2::SMEM_BYTES == GE_SM90_PINGPONG_SMEM_BYTES, "cluster kernels share one occupancy answer");
+static_assert(Cooperative128x256x32C2::THREADS == GE_SM90_PINGPONG_THREADS, "cluster kernels share one occupancy answer");
+
 }  // namespace ge::sm90
 
 // One persistent entry per configuration: parameters in GeSm90Params (tensor maps with 128B
@@ -53,3 +60,7 @@ GE_SM90_ENTRY(ge_sm90_tf32_128x128x32_s6_pingpong_c2, ge::sm90::Pingpong128x128x
 
 // Grid: min(num_tiles, num_SMs) CTAs; no cluster; out map box {STORE_BOX_COLS, TILE_M / 2}.
 GE_SM90_ENTRY(ge_sm90_tf32_128x256x32_s4_cooperative, ge::sm90::Cooperative128x256x32)
+
+// Launched like ..._pingpong_c2 (cluster (2, 1, 1), 2 * min(cluster_tiles, max active clusters)
+// CTAs); W map box {TILE_K, TILE_N / 2}, out map box {STORE_BOX_COLS, TILE_M / 2}.
+GE_SM90_ENTRY(ge_sm90_tf32_128x256x32_s4_cooperative_c2, ge::sm90::Cooperative128x256x32C2)

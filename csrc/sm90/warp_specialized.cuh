@@ -16,6 +16,8 @@
 //                    128B-swizzled (rows, 32) boxes of shared memory and TMA-stores each box
 //                    (store_tile_tma); outputs whose rows are not whole aligned 16-byte units
 //                    are stored from registers instead (store_tile). GeSm90Params::store_tma.
+//                    Both in epilogue_store.cuh; the tile's bias is loaded when its mainloop
+//                    starts (WarpTileBias).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,7 @@
 #include "../common/ptx.cuh"
 #include "../common/stream_k.cuh"
 #include "../include/gemm_epilogue.h"
+#include "epilogue_store.cuh"
 #include "ptx.cuh"
 #include "smem_layout.cuh"
 #include "tile_scheduler.cuh"
@@ -61,8 +64,9 @@ struct KernelConfig {
     static constexpr int CONSUMER_ROWS = COOPERATIVE ? TILE_M / CONSUMERS : TILE_M;  // rows per consumer
     static constexpr int M_ATOMS = CONSUMER_ROWS / WGMMA_M;  // wgmmas stacked along M per k-step
     static constexpr int TILE_STEP = COOPERATIVE ? 1 : CONSUMERS;  // a consumer's stride through CTA tiles
+    static constexpr int TILE_PARTS = COOPERATIVE ? CONSUMERS : 1;  // consumers sharing one CTA tile
     // Consumer warps releasing each stage, per CTA of the cluster.
-    static constexpr int RELEASERS = (COOPERATIVE ? CONSUMERS : 1) * WARPGROUP_THREADS / 32;
+    static constexpr int RELEASERS = TILE_PARTS * WARPGROUP_THREADS / 32;
     static constexpr int K_STEPS = TILE_K / WGMMA_K;  // k-steps per stage
     static constexpr int ACC_PER_ATOM = WGMMA_M * WGMMA_N / WARPGROUP_THREADS;  // fp32 regs
 
@@ -76,12 +80,17 @@ struct KernelConfig {
     static constexpr uint32_t ORDER_BARRIER_THREADS = 2 * WARPGROUP_THREADS;
     // WARPGROUP_BARRIER + c: the 128 threads of consumer c (stream-K hand-off, epilogue boxes).
     static constexpr uint32_t WARPGROUP_BARRIER = 3;
-    // Stream-K needs one consumer per tile and no cluster (one partial slot per CTA).
-    static constexpr bool STREAM_K = !COOPERATIVE && CLUSTER_M_ == 1;
+    // Stream-K (GeStreamK; the schedule's "CTAs" are clusters): one partial slot per cluster of
+    // CLUSTER_M * TILE_M * TILE_N floats, one consumer's part (CONSUMER_ROWS x TILE_N, fragment
+    // order) at (rank * TILE_M + part * CONSUMER_ROWS) * TILE_N; CLUSTER_M * TILE_PARTS arrival
+    // counters per stream-K cluster tile, one per (rank, part).
+    static constexpr int STREAM_K_SLOT_FLOATS = CLUSTER_M * TILE_M * TILE_N;
+    static constexpr int STREAM_K_FLAGS_PER_TILE = CLUSTER_M * TILE_PARTS;
 
     static_assert(TILE_N == 128 || TILE_N == 256, "wrapped wgmma shapes: m64n128k8, m64n256k8");
     static_assert(CONSUMER_ROWS % WGMMA_M == 0, "rows per consumer: multiple of 64 (one warpgroup wgmma)");
     static_assert(M_ATOMS * ACC_PER_ATOM <= 128, "accumulator above 128 registers per thread");
+    static_assert(M_ATOMS * ACC_PER_ATOM * WARPGROUP_THREADS == CONSUMER_ROWS * TILE_N, "a consumer's partial is its rows");
     static_assert(TILE_M <= 256 && TILE_N <= 256, "TMA boxDim is at most 256 per dimension");
     static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "cluster of 1 or 2 CTAs along M");
     static_assert((B_SLICE_ROWS * TILE_K * 4) % kSwizzleAtomBytes == 0, "W slices must stay swizzle-atom aligned");
@@ -190,95 +199,6 @@ __device__ __forceinline__ uint32_t mma_tile(typename Cfg::Storage &s, PipelineS
     return held_stage;
 }
 
-// Epilogue of one consumer tile, straight from the wgmma accumulator fragment to global.
-// Fragment of m64nNk8 (per warp w, lane l): element [i*4 + h*2 + j] is row 16w + l/4 + 8h,
-// column 8i + 2(l%4) + j of the 64 x N atom.
-template <class Cfg>
-__device__ __forceinline__ void store_tile(const GeProblem &prob, int m0, int n0,
-                                           const float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM], int warp,
-                                           int lane, bool vec2) {
-    const auto epi = Cfg::Epilogue::from(prob);
-    const int row_base = m0 + warp * 16 + lane / 4;
-    const int col_base = n0 + (lane % 4) * 2;
-#pragma unroll
-    for (int i = 0; i < Cfg::WGMMA_N / 8; ++i) {
-        const int col = col_base + i * 8;
-        if (col >= prob.n) continue;
-        const bool has1 = col + 1 < prob.n;
-        const float b0 = epi.bias_at(col);
-        const float b1 = has1 ? epi.bias_at(col + 1) : 0.0f;
-#pragma unroll
-        for (int ma = 0; ma < Cfg::M_ATOMS; ++ma) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int row = row_base + ma * Cfg::WGMMA_M + h * 8;
-                if (row >= prob.m) continue;
-                const float v0 = epi(acc[ma][i * 4 + h * 2 + 0], b0);
-                const float v1 = epi(acc[ma][i * 4 + h * 2 + 1], b1);
-                float *dst = prob.out + static_cast<int64_t>(row) * prob.ldo + col;
-                if (vec2 && has1) {
-                    *reinterpret_cast<float2 *>(dst) = make_float2(v0, v1);
-                } else {
-                    dst[0] = v0;
-                    if (has1) dst[1] = v1;
-                }
-            }
-        }
-    }
-}
-
-// Epilogue of one consumer tile through shared memory: for each STORE_BOX_COLS-wide column
-// slice, the warpgroup applies the epilogue to its fragments and writes them into a 128B-swizzled
-// (CONSUMER_ROWS, 32) box in `boxes`, then one thread TMA-stores the box to out at (row m0,
-// column n0 + 32 q); TMA clips what lies outside out. Full 128-byte lines, one instruction per
-// box, and the warps move on while the bulk copies drain. A box buffer is rewritten only after
-// the store issued BUFS boxes earlier (maybe in the previous tile) has read it.
-template <class Cfg>
-__device__ __forceinline__ void store_tile_tma(const GeSm90Params &p, float *boxes, int m0, int n0,
-                                               const float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM], int warp,
-                                               int lane, uint32_t wg_barrier) {
-    constexpr int kBoxFloats = Cfg::CONSUMER_ROWS * kStoreBoxCols;
-    constexpr int kBufs = kEpilogueFloatsPerConsumer / kBoxFloats;
-    constexpr int kGroups = kStoreBoxCols / 8;  // 8-column fragment groups per box
-    static_assert(kBufs >= 1, "epilogue staging smaller than one box");
-    const auto epi = Cfg::Epilogue::from(p.problem);
-    const int wg_thread = warp * 32 + lane;
-    const int quad = lane % 4;
-#pragma unroll
-    for (int q = 0; q < Cfg::WGMMA_N / kStoreBoxCols; ++q) {
-        float *box = boxes + (q % kBufs) * kBoxFloats;
-        if (wg_thread == 0) ptx::bulk_wait_group_read<kBufs - 1>();
-        ptx::named_barrier_sync(wg_barrier, Cfg::WARPGROUP_THREADS);
-#pragma unroll
-        for (int g = 0; g < kGroups; ++g) {
-            const int i = q * kGroups + g;  // 8-column group of the wgmma fragment
-            const int col = n0 + i * 8 + quad * 2;
-            const float b0 = col < p.problem.n ? epi.bias_at(col) : 0.0f;
-            const float b1 = col + 1 < p.problem.n ? epi.bias_at(col + 1) : 0.0f;
-            // Byte offset in a 128-byte box row: 16-byte chunk (2g + quad/2) XOR (row % 8), where
-            // row % 8 == lane / 4 for every row this thread holds.
-            const int in_row = (((2 * g + quad / 2) ^ (lane / 4)) * 16) + (quad % 2) * 8;
-#pragma unroll
-            for (int ma = 0; ma < Cfg::M_ATOMS; ++ma) {
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int row = ma * Cfg::WGMMA_M + warp * 16 + lane / 4 + h * 8;
-                    const float v0 = epi(acc[ma][i * 4 + h * 2 + 0], b0);
-                    const float v1 = epi(acc[ma][i * 4 + h * 2 + 1], b1);
-                    *reinterpret_cast<float2 *>(reinterpret_cast<uint8_t *>(box) + row * 128 + in_row) =
-                        make_float2(v0, v1);
-                }
-            }
-        }
-        ptx::fence_proxy_async_smem();  // each writer, before the barrier that lets the store read
-        ptx::named_barrier_sync(wg_barrier, Cfg::WARPGROUP_THREADS);
-        if (wg_thread == 0) {
-            ptx::tma_store_2d(&p.out_map, box, n0 + q * kStoreBoxCols, m0);
-            ptx::bulk_commit_group();
-        }
-    }
-}
-
 // Consumer warpgroup `consumer` (0 or 1). PingPong: tiles j = consumer, consumer + 2, ... of
 // this CTA, whole. Cooperative: every tile j, rows consumer * CONSUMER_ROWS.. of it.
 template <class Cfg>
@@ -299,6 +219,10 @@ __device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Sto
         // Wait for the other consumer to finish issuing its mainloop (none before item 0).
         if (!Cfg::COOPERATIVE && j > 0) ptx::named_barrier_sync(Cfg::ORDER_BARRIER + consumer, Cfg::ORDER_BARRIER_THREADS);
 
+        // Bias loads issued now, used in the epilogue: their latency hides behind the mainloop.
+        WarpTileBias<Cfg::TILE_N> bias;
+        bias.load(Cfg::Epilogue::from(prob), tile.n0, prob.n, lane);
+
         float acc[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM];
         const uint32_t held_stage = mma_tile<Cfg>(s, pipe, w.kb_end - w.kb_begin, acc, row0, lane);
 
@@ -314,28 +238,32 @@ __device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Sto
         if (lane == 0) release_stage<Cfg>(s, held_stage);
 
         if (w.sk_tile >= 0) {
-            // Stream-K (ping-pong, no cluster: the host enables it only there).
+            // Stream-K: this consumer's part of this CTA's tile, in every cluster's slot.
             constexpr int kAcc = Cfg::M_ATOMS * Cfg::ACC_PER_ATOM;
-            constexpr size_t kSlot = static_cast<size_t>(Cfg::TILE_M) * Cfg::TILE_N;
+            constexpr size_t kSlot = Cfg::STREAM_K_SLOT_FLOATS;
+            const int part = Cfg::COOPERATIVE ? consumer : 0;
+            const size_t in_slot = static_cast<size_t>(cta_rank * Cfg::TILE_M + row0) * Cfg::TILE_N;
+            int32_t *flag = p.stream_k.flags + (w.sk_tile * Cfg::CLUSTER_M + cta_rank) * Cfg::TILE_PARTS + part;
             const uint32_t wg_barrier = Cfg::WARPGROUP_BARRIER + consumer;
             if (!w.finisher) {
-                publish_partial<kAcc, Cfg::WARPGROUP_THREADS>(p.stream_k.partials + work.cta * kSlot, &acc[0][0], wg_thread);
+                publish_partial<kAcc, Cfg::WARPGROUP_THREADS>(p.stream_k.partials + work.cta * kSlot + in_slot, &acc[0][0], wg_thread);
                 ptx::named_barrier_sync(wg_barrier, Cfg::WARPGROUP_THREADS);  // every thread's stores...
-                if (wg_thread == 0) ge::ptx::red_release_add(p.stream_k.flags + w.sk_tile, 1);  // ...then the count
+                if (wg_thread == 0) ge::ptx::red_release_add(flag, 1);           // ...then the count
                 continue;
             }
             const int expected = work.contributors(w);
             if (wg_thread == 0)
-                while (ge::ptx::ld_acquire(p.stream_k.flags + w.sk_tile) < expected) __nanosleep(64);
+                while (ge::ptx::ld_acquire(flag) < expected) __nanosleep(64);
             ptx::named_barrier_sync(wg_barrier, Cfg::WARPGROUP_THREADS);
             for (int c = w.first_contributor; c < work.cta; ++c)
-                if (work.has_range(c)) add_partial<kAcc, Cfg::WARPGROUP_THREADS>(p.stream_k.partials + c * kSlot, &acc[0][0], wg_thread);
+                if (work.has_range(c))
+                    add_partial<kAcc, Cfg::WARPGROUP_THREADS>(p.stream_k.partials + c * kSlot + in_slot, &acc[0][0], wg_thread);
         }
         const int m0 = tile.m0 + cta_rank * Cfg::TILE_M + row0;
         if (p.store_tma)
-            store_tile_tma<Cfg>(p, s.c[consumer], m0, tile.n0, acc, warp, lane, Cfg::WARPGROUP_BARRIER + consumer);
+            store_tile_tma<Cfg>(p, s.c[consumer], m0, tile.n0, acc, bias, warp, lane, Cfg::WARPGROUP_BARRIER + consumer);
         else
-            store_tile<Cfg>(prob, m0, tile.n0, acc, warp, lane, vec2);
+            store_tile<Cfg>(prob, m0, tile.n0, acc, bias, warp, lane, vec2);
     }
     // The staging buffers must outlive the bulk stores that read them.
     if (p.store_tma && wg_thread == 0) ptx::bulk_wait_all();
@@ -373,7 +301,7 @@ __device__ __forceinline__ void warp_specialized_gemm(const GeSm90Params &p, uin
     const int num_clusters = grid_size / Cfg::CLUSTER_M;
     const typename Cfg::Scheduler sched(p.problem.m, p.problem.n);
     const int k_tiles = (p.problem.k + Cfg::TILE_K - 1) / Cfg::TILE_K;
-    const StreamKSchedule work(sched.num_tiles, k_tiles, num_clusters, cluster_idx, Cfg::STREAM_K ? p.stream_k.tiles : 0);
+    const StreamKSchedule work(sched.num_tiles, k_tiles, num_clusters, cluster_idx, p.stream_k.tiles);
 
     if (warpgroup == 0) {
         ptx::setmaxnreg_dec<Cfg::PRODUCER_REGS>();

@@ -34,6 +34,8 @@ pub const GE_SM90_COOP_TILE_K: u32 = 32;
 pub const GE_SM90_COOP_STAGES: u32 = 4;
 pub const GE_SM90_COOP_THREADS: u32 = 384;
 pub const GE_SM90_COOP_SMEM_BYTES: u32 = 231424;
+pub const GE_SM90_COOP_CLUSTER_M: u32 = 2;
+pub const GE_SM90_COOP_C2_W_BOX_ROWS: u32 = 128;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct GeProblem {

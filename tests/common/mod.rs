@@ -360,13 +360,14 @@ impl Case {
             Family::MmaSync => !needs_vec4(kernel) || self.vec4_ok(),
         }
     }
-    /// Whether Auto may pick `kernel` for this case: the TMA kernel whenever it can run (sm_90,
-    /// TMA-compatible operands; not the 2-CTA cluster variant, which only `Force` selects for
-    /// now), else a 16-byte-load mma.sync kernel when the operands allow, else a scalar one.
+    /// Whether Auto may pick `kernel` for this case: a TMA kernel whenever one can run (sm_90,
+    /// TMA-compatible operands): the ping-pong, or on large problems the cooperative cluster
+    /// kernel (the other two only `Force` selects); else a 16-byte-load mma.sync kernel when the
+    /// operands allow, else a scalar one.
     pub fn auto_may_pick(&self, kernel: Kernel, hopper: bool) -> bool {
         let truncate_ok = self.effective_rounding(hopper) == Tf32Rounding::Truncate;
         if hopper && self.tma_ok() && truncate_ok {
-            kernel.family() == Family::TmaWgmma && kernel.cluster_m() == 1
+            matches!(kernel, Kernel::Sm90Pingpong | Kernel::Sm90CooperativeCluster2)
         } else if self.vec4_ok() {
             kernel.family() == Family::MmaSync
                 && needs_vec4(kernel)

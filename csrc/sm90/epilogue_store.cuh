@@ -1,0 +1,144 @@
+// Epilogue of one consumer tile of the sm_90a kernels: the functor (../common/epilogue.cuh) on
+// every accumulator of the wgmma fragment, then the store, through shared memory and TMA
+// (store_tile_tma) or straight from registers (store_tile).
+//
+// Fragment of m64nNk8 (per warp w, lane l): element [i*4 + h*2 + j] is row 16w + l/4 + 8h,
+// column 8i + 2(l%4) + j of the 64 x N atom.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "../include/gemm_epilogue.h"
+#include "ptx.cuh"
+#include "smem_layout.cuh"
+
+namespace ge::sm90 {
+
+// The bias of one tile's TILE_N columns, held by every warp of a consumer: lane l holds column
+// 32r + l of the tile in v[r] (0 past n or without bias). load() runs when the tile's mainloop
+// starts, so the global loads' latency hides behind it; the epilogue then reads each fragment
+// column 8i + 2q + j from lane 8(i % 4) + 2q + j, register i / 4, with a warp shuffle. (Loading
+// in the epilogue put one global round trip per store box on the critical path, exposed in the
+// cooperative kernel, whose consumers both run their epilogue while the tensor cores wait.)
+template <int TILE_N>
+struct WarpTileBias {
+    static_assert(TILE_N % 32 == 0, "whole warps of columns");
+    static constexpr int REGS = TILE_N / 32;
+    float v[REGS];
+
+    template <class Epilogue>
+    __device__ __forceinline__ void load(const Epilogue &epi, int n0, int n, int lane) {
+#pragma unroll
+        for (int r = 0; r < REGS; ++r) {
+            const int col = n0 + 32 * r + lane;
+            v[r] = col < n ? epi.bias_at(col) : 0.0f;
+        }
+    }
+
+    // Bias of tile columns 8i + 2 quad and 8i + 2 quad + 1. I is a compile-time fragment group;
+    // every lane of the warp must call it (full-warp shuffles).
+    template <int I>
+    __device__ __forceinline__ float2 pair(int quad) const {
+        const int lane = 8 * (I % 4) + 2 * quad;
+        return make_float2(__shfl_sync(0xffffffffu, v[I / 4], lane), __shfl_sync(0xffffffffu, v[I / 4], lane + 1));
+    }
+};
+
+// Compile-time loop: f(std::integral_constant<int, 0>{}), ..., f(<N - 1>), so that fragment
+// group indices stay constants (register indices of the accumulator and of WarpTileBias).
+template <int N, class F, int I = 0>
+__device__ __forceinline__ void static_for(F &&f) {
+    if constexpr (I < N) {
+        f(std::integral_constant<int, I>{});
+        static_for<N, F, I + 1>(static_cast<F &&>(f));
+    }
+}
+
+// Straight from the accumulator fragment to global: 8-byte stores where ldo and out allow
+// (vec2), else 4-byte ones; rows and columns past (m, n) are skipped.
+template <class Cfg>
+__device__ __forceinline__ void store_tile(const GeProblem &prob, int m0, int n0,
+                                           const float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM],
+                                           const WarpTileBias<Cfg::TILE_N> &bias, int warp, int lane, bool vec2) {
+    const auto epi = Cfg::Epilogue::from(prob);
+    const int quad = lane % 4;
+    const int row_base = m0 + warp * 16 + lane / 4;
+    static_for<Cfg::WGMMA_N / 8>([&](auto ic) {
+        constexpr int i = decltype(ic)::value;
+        const float2 b = bias.template pair<i>(quad);  // all lanes, before any of them skips
+        const int col = n0 + i * 8 + quad * 2;
+        if (col >= prob.n) return;
+        const bool has1 = col + 1 < prob.n;
+#pragma unroll
+        for (int ma = 0; ma < Cfg::M_ATOMS; ++ma) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = row_base + ma * Cfg::WGMMA_M + h * 8;
+                if (row >= prob.m) continue;
+                const float v0 = epi(acc[ma][i * 4 + h * 2 + 0], b.x);
+                const float v1 = epi(acc[ma][i * 4 + h * 2 + 1], b.y);
+                float *dst = prob.out + static_cast<int64_t>(row) * prob.ldo + col;
+                if (vec2 && has1) {
+                    *reinterpret_cast<float2 *>(dst) = make_float2(v0, v1);
+                } else {
+                    dst[0] = v0;
+                    if (has1) dst[1] = v1;
+                }
+            }
+        }
+    });
+}
+
+// Through shared memory: for each STORE_BOX_COLS-wide column slice, the warpgroup applies the
+// epilogue to its fragments and writes them into a 128B-swizzled (CONSUMER_ROWS, 32) box in
+// `boxes`, then one thread TMA-stores the box to out at (row m0, column n0 + 32 q); TMA clips
+// what lies outside out. Full 128-byte lines, one instruction per box, and the warps move on
+// while the bulk copies drain. A box buffer is rewritten only after the store issued BUFS boxes
+// earlier (maybe in the previous tile) has read it.
+template <class Cfg>
+__device__ __forceinline__ void store_tile_tma(const GeSm90Params &p, float *boxes, int m0, int n0,
+                                               const float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM],
+                                               const WarpTileBias<Cfg::TILE_N> &bias, int warp, int lane,
+                                               uint32_t wg_barrier) {
+    constexpr int kBoxFloats = Cfg::CONSUMER_ROWS * kStoreBoxCols;
+    constexpr int kBufs = kEpilogueFloatsPerConsumer / kBoxFloats;
+    constexpr int kGroups = kStoreBoxCols / 8;  // 8-column fragment groups per box
+    static_assert(kBufs >= 1, "epilogue staging smaller than one box");
+    const auto epi = Cfg::Epilogue::from(p.problem);
+    const int wg_thread = warp * 32 + lane;
+    const int quad = lane % 4;
+    static_for<Cfg::WGMMA_N / kStoreBoxCols>([&](auto qc) {
+        constexpr int q = decltype(qc)::value;
+        float *box = boxes + (q % kBufs) * kBoxFloats;
+        if (wg_thread == 0) ptx::bulk_wait_group_read<kBufs - 1>();
+        ptx::named_barrier_sync(wg_barrier, Cfg::WARPGROUP_THREADS);
+        static_for<kGroups>([&](auto gc) {
+            constexpr int g = decltype(gc)::value;
+            constexpr int i = q * kGroups + g;  // 8-column group of the wgmma fragment
+            const float2 b = bias.template pair<i>(quad);
+            // Byte offset in a 128-byte box row: 16-byte chunk (2g + quad/2) XOR (row % 8), where
+            // row % 8 == lane / 4 for every row this thread holds.
+            const int in_row = (((2 * g + quad / 2) ^ (lane / 4)) * 16) + (quad % 2) * 8;
+#pragma unroll
+            for (int ma = 0; ma < Cfg::M_ATOMS; ++ma) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int row = ma * Cfg::WGMMA_M + warp * 16 + lane / 4 + h * 8;
+                    const float v0 = epi(acc[ma][i * 4 + h * 2 + 0], b.x);
+                    const float v1 = epi(acc[ma][i * 4 + h * 2 + 1], b.y);
+                    *reinterpret_cast<float2 *>(reinterpret_cast<uint8_t *>(box) + row * 128 + in_row) =
+                        make_float2(v0, v1);
+                }
+            }
+        });
+        ptx::fence_proxy_async_smem();  // each writer, before the barrier that lets the store read
+        ptx::named_barrier_sync(wg_barrier, Cfg::WARPGROUP_THREADS);
+        if (wg_thread == 0) {
+            ptx::tma_store_2d(&p.out_map, box, n0 + q * kStoreBoxCols, m0);
+            ptx::bulk_commit_group();
+        }
+    });
+}
+
+}  // namespace ge::sm90
