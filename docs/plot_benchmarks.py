@@ -4,7 +4,8 @@
     python3 docs/plot_benchmarks.py docs/data/interleaved-*.md > docs/benchmarks.svg
 
 For each shape (a later file wins over an earlier one), one group of bars: each variant's median
-time relative to cuBLAS's TF32 GEMM alone (lower is faster; 1.0 is the ceiling to beat).
+time relative to cuBLAS's TF32 GEMM alone (lower is faster; 1.0 is the ceiling to beat), from the
+one-call tables (the bench's second, sustained-sample tables are skipped).
 No dependencies: plain SVG.
 """
 import re
@@ -24,6 +25,9 @@ def parse(paths):
             if m:
                 meta.append(m.group(1).strip())
             m = re.match(r"### (\S+) \(M×N×K\)", line)
+            if m and "sustained samples" in line:
+                shape = None  # the chart shows one-call samples; sustained tables are skipped
+                continue
             if m:
                 shape = m.group(1)
                 if shape not in shapes:
