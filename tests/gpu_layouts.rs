@@ -99,11 +99,7 @@ fn offset_views_route_to_scalar_kernels() {
 /// padding columns that must keep their poison); any other output is stored from registers. Each TMA kernel, both paths, checked like every case.
 #[test]
 fn sm90_epilogue_store_paths() {
-    let Some(g) = common::gpu() else { return };
-    if !g.is_hopper() {
-        println!("skipped: the TMA store epilogue needs an sm_90 device, this is {:?}", g.gemm.device().compute_capability);
-        return;
-    }
+    let Some(g) = common::hopper_gpu("the TMA store epilogue") else { return };
     let mut rng = common::rng("sm90_epilogue_store_paths");
     let cases = [
         (Case::new(300, 36, 64).pad(0, 0, 4), true),            // N = 36: a box of 4 columns

@@ -170,44 +170,28 @@ fn shapes_sm80_small_scalar() {
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
 #[test]
 fn shapes_sm90_pingpong() {
-    let Some(g) = common::gpu() else { return };
-    if !g.is_hopper() {
-        println!("skipped: Sm90Pingpong needs an sm_90 device, this is {:?}", g.gemm.device().compute_capability);
-        return;
-    }
+    let Some(g) = common::hopper_gpu("Sm90Pingpong") else { return };
     run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong), "shapes_sm90_pingpong");
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
 #[test]
 fn shapes_sm90_pingpong_cluster2() {
-    let Some(g) = common::gpu() else { return };
-    if !g.is_hopper() {
-        println!("skipped: Sm90PingpongCluster2 needs an sm_90 device, this is {:?}", g.gemm.device().compute_capability);
-        return;
-    }
+    let Some(g) = common::hopper_gpu("Sm90PingpongCluster2") else { return };
     run_shapes(&g, Dispatch::Force(Kernel::Sm90PingpongCluster2), "shapes_sm90_pingpong_cluster2");
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
 #[test]
 fn shapes_sm90_cooperative() {
-    let Some(g) = common::gpu() else { return };
-    if !g.is_hopper() {
-        println!("skipped: Sm90Cooperative needs an sm_90 device, this is {:?}", g.gemm.device().compute_capability);
-        return;
-    }
+    let Some(g) = common::hopper_gpu("Sm90Cooperative") else { return };
     run_shapes(&g, Dispatch::Force(Kernel::Sm90Cooperative), "shapes_sm90_cooperative");
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
 #[test]
 fn shapes_sm90_cooperative_cluster2() {
-    let Some(g) = common::gpu() else { return };
-    if !g.is_hopper() {
-        println!("skipped: Sm90CooperativeCluster2 needs an sm_90 device, this is {:?}", g.gemm.device().compute_capability);
-        return;
-    }
+    let Some(g) = common::hopper_gpu("Sm90CooperativeCluster2") else { return };
     run_shapes(&g, Dispatch::Force(Kernel::Sm90CooperativeCluster2), "shapes_sm90_cooperative_cluster2");
 }
 
@@ -219,11 +203,7 @@ fn shapes_sm90_cooperative_cluster2() {
 /// wrapping the stage ring) with such rows in every tile.
 #[test]
 fn cluster2_out_of_range_rows() {
-    let Some(g) = common::gpu() else { return };
-    if !g.is_hopper() {
-        println!("skipped: Sm90PingpongCluster2 needs an sm_90 device, this is {:?}", g.gemm.device().compute_capability);
-        return;
-    }
+    let Some(g) = common::hopper_gpu("Sm90PingpongCluster2") else { return };
     let mut rng = common::rng("cluster2_out_of_range_rows");
     let clusters = g.gemm.device().max_active_clusters;
     assert!(clusters > 0, "an sm_90 device with no room for a 2-CTA cluster: {:?}", g.gemm.device());
@@ -301,11 +281,7 @@ fn small_shapes_every_kernel() {
 /// are added in a fixed order, so both outputs must be bitwise equal.
 #[test]
 fn stream_k_shapes() {
-    let Some(g) = common::gpu() else { return };
-    if !g.is_hopper() {
-        println!("skipped: stream-K belongs to the sm_90 TMA kernel, this is {:?}", g.gemm.device().compute_capability);
-        return;
-    }
+    let Some(g) = common::hopper_gpu("Sm90Pingpong's stream-K") else { return };
     let mut rng = common::rng("stream_k_shapes");
     // (M, N, K, stream-K tiles the plan must have); 128×128 tiles, 132 SMs.
     let shapes = [
@@ -345,11 +321,7 @@ fn stream_k_shapes() {
 /// Checked against f64 and cuBLAS, and run twice for bitwise-equal outputs.
 #[test]
 fn stream_k_shapes_clusters_and_cooperative() {
-    let Some(g) = common::gpu() else { return };
-    if !g.is_hopper() {
-        println!("skipped: these kernels need an sm_90 device, this is {:?}", g.gemm.device().compute_capability);
-        return;
-    }
+    let Some(g) = common::hopper_gpu("stream-K of the cluster and cooperative kernels") else { return };
     let mut rng = common::rng("stream_k_shapes_clusters_and_cooperative");
     let device = g.gemm.device();
     let counts_known = device.sm_count == 132 && device.max_active_clusters == 66;
@@ -498,41 +470,25 @@ fn reference_shape_auto_round_to_nearest() {
 
 #[test]
 fn reference_shape_sm90_pingpong() {
-    let Some(g) = common::gpu() else { return };
-    if !g.is_hopper() {
-        println!("skipped: Sm90Pingpong needs an sm_90 device, this is {:?}", g.gemm.device().compute_capability);
-        return;
-    }
+    let Some(g) = common::hopper_gpu("Sm90Pingpong") else { return };
     reference_shape(&g, Dispatch::Force(Kernel::Sm90Pingpong), "reference_shape_sm90_pingpong");
 }
 
 #[test]
 fn reference_shape_sm90_pingpong_cluster2() {
-    let Some(g) = common::gpu() else { return };
-    if !g.is_hopper() {
-        println!("skipped: Sm90PingpongCluster2 needs an sm_90 device, this is {:?}", g.gemm.device().compute_capability);
-        return;
-    }
+    let Some(g) = common::hopper_gpu("Sm90PingpongCluster2") else { return };
     reference_shape(&g, Dispatch::Force(Kernel::Sm90PingpongCluster2), "reference_shape_sm90_pingpong_cluster2");
 }
 
 #[test]
 fn reference_shape_sm90_cooperative() {
-    let Some(g) = common::gpu() else { return };
-    if !g.is_hopper() {
-        println!("skipped: Sm90Cooperative needs an sm_90 device, this is {:?}", g.gemm.device().compute_capability);
-        return;
-    }
+    let Some(g) = common::hopper_gpu("Sm90Cooperative") else { return };
     reference_shape(&g, Dispatch::Force(Kernel::Sm90Cooperative), "reference_shape_sm90_cooperative");
 }
 
 #[test]
 fn reference_shape_sm90_cooperative_cluster2() {
-    let Some(g) = common::gpu() else { return };
-    if !g.is_hopper() {
-        println!("skipped: Sm90CooperativeCluster2 needs an sm_90 device, this is {:?}", g.gemm.device().compute_capability);
-        return;
-    }
+    let Some(g) = common::hopper_gpu("Sm90CooperativeCluster2") else { return };
     reference_shape(&g, Dispatch::Force(Kernel::Sm90CooperativeCluster2), "reference_shape_sm90_cooperative_cluster2");
 }
 

@@ -85,6 +85,19 @@ pub fn require_gpu() -> bool {
 
 /// The GPU, or `None` after printing `skipped: <reason>` (panics instead when
 /// `GEMM_EPILOGUE_REQUIRE_GPU=1`). Every GPU test calls this first.
+/// [`gpu`], for tests of the sm_90 kernels: on another device it prints
+/// `skipped: {what} needs an sm_90 device, …` and returns None (a GPU that is not sm_90 is a
+/// reason to skip even with `GEMM_EPILOGUE_REQUIRE_GPU=1`).
+#[allow(dead_code)] // not every test binary has sm_90-only tests
+pub fn hopper_gpu(what: &str) -> Option<Gpu> {
+    let g = gpu()?;
+    if !g.is_hopper() {
+        println!("skipped: {what} needs an sm_90 device, this is {:?}", g.gemm.device().compute_capability);
+        return None;
+    }
+    Some(g)
+}
+
 pub fn gpu() -> Option<Gpu> {
     fn skip(reason: String) -> Option<Gpu> {
         if require_gpu() {
