@@ -85,7 +85,6 @@ struct KernelConfig {
     // order) at (rank * TILE_M + part * CONSUMER_ROWS) * TILE_N; CLUSTER_M * TILE_PARTS arrival
     // counters per stream-K cluster tile, one per (rank, part).
     static constexpr int STREAM_K_SLOT_FLOATS = CLUSTER_M * TILE_M * TILE_N;
-    static constexpr int STREAM_K_FLAGS_PER_TILE = CLUSTER_M * TILE_PARTS;
 
     static_assert(TILE_N == 128 || TILE_N == 256, "wrapped wgmma shapes: m64n128k8, m64n256k8");
     static_assert(CONSUMER_ROWS % WGMMA_M == 0, "rows per consumer: multiple of 64 (one warpgroup wgmma)");
@@ -238,7 +237,7 @@ __device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Sto
         if (lane == 0) release_stage<Cfg>(s, held_stage);
 
         if (w.sk_tile >= 0) {
-            // Stream-K: this consumer's part of this CTA's tile, in every cluster's slot.
+            // Stream-K: this consumer's rows of this CTA's tile, at the same place in every cluster's slot.
             constexpr int kAcc = Cfg::M_ATOMS * Cfg::ACC_PER_ATOM;
             constexpr size_t kSlot = Cfg::STREAM_K_SLOT_FLOATS;
             const int part = Cfg::COOPERATIVE ? consumer : 0;
