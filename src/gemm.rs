@@ -569,10 +569,11 @@ fn default_rounding(device: &DeviceInfo) -> Tf32Rounding {
 
 /// Least waves of [`Kernel::Sm90CooperativeCluster2`]'s 256×256 cluster tiles for which
 /// [`Dispatch::Auto`] prefers it to the ping-pong kernel. On the H200 (docs/BENCHMARKS.md, step
-/// 25) it ran at 0.95–1.02× cuBLAS's time under sustained load on 4096³ (3.9 waves), 8192³ and
-/// the reference shape, against the ping-pong's 0.97–1.07×, and within 1–2 % of the ping-pong
-/// in single calls; with one or two waves (2048³, 1024×4096×4096) its four-times-larger tile
-/// quantizes worse and the ping-pong was 5–12 % faster.
+/// 26 and the bench runs at e65fa3b and ca392a3) it took 0.95–1.03× cuBLAS's time under
+/// sustained load on 4096³ (3.9 waves), 8192³ and the reference shape, against the ping-pong's
+/// 0.97–1.08×, and stayed within 2 % of the ping-pong in single calls. With one or two waves
+/// (2048³, 1024×4096×4096) its four-times-larger tile quantizes worse, and the ping-pong was
+/// 5–12 % faster.
 const LARGE_WAVES: u64 = 3;
 
 /// Below this many multiply-adds, repacking (two extra launches) costs more than it saves.

@@ -61,7 +61,8 @@ pub enum Kernel {
     Sm80Small,
     /// mma.sync, 64×64×32 CTA tile, 4 stages, 4-byte loads: small problems, any shape.
     Sm80SmallScalar,
-    /// TMA + wgmma ping-pong, 128×128×32 tile per consumer warpgroup, persistent (sm_90). It
+    /// TMA + wgmma ping-pong, 128×128×32 tile per consumer warpgroup, persistent (sm_90): Auto's
+    /// TMA kernel below 3 waves of [`Kernel::Sm90CooperativeCluster2`]'s cluster tiles. It
     /// reads its operands straight from TMA's shared-memory tiles: [`Tf32Rounding::Truncate`],
     /// unless they were repacked (and so rounded) first.
     Sm90Pingpong,
@@ -78,8 +79,10 @@ pub enum Kernel {
     Sm90Cooperative,
     /// [`Kernel::Sm90Cooperative`] with its CTAs paired into clusters of 2 along M, as
     /// [`Kernel::Sm90PingpongCluster2`] pairs them: each CTA TMA-multicasts half of the shared
-    /// 256-row W tile to both, a third less L2 traffic per FLOP. Only [`crate::Dispatch::Force`]
-    /// selects it.
+    /// 256-row W tile to both (a third less L2 traffic per CTA). cuBLAS's own configuration on
+    /// the H200. [`crate::Dispatch::Auto`] picks it on sm_90 for problems of at least 3 waves of
+    /// its 256×256 cluster tiles, where it holds a higher clock under the power cap than
+    /// [`Kernel::Sm90Pingpong`] (docs/TILING.md).
     Sm90CooperativeCluster2,
 }
 
