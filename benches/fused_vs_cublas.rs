@@ -8,9 +8,11 @@
 //!   bias pre-scaled by `1+s` (the best single library call; rounds differently);
 //! - `cublas_gemm_alone`: cuBLAS TF32 GEMM, no bias, no epilogue: the ceiling to beat.
 //!
-//! On the reference shape, 4096³ and 8192³ one more row times the sm_90 ping-pong kernel forced
-//! (`sm90_pingpong`, [`Kernel::Sm90Pingpong`]): `Dispatch::Auto` picks the cooperative cluster
-//! kernel there on the H200, and the ping-pong for smaller problems. On the reference shape two
+//! On the reference shape, 4096³, 8192³ and the M ≤ 256 shapes one more row times the sm_90
+//! 128×128 ping-pong kernel forced (`sm90_pingpong`, [`Kernel::Sm90Pingpong`]): on the H200
+//! `Dispatch::Auto` picks the cooperative cluster kernel for the large shapes, the 64-row
+//! ping-pong ([`Kernel::Sm90Pingpong64`]) when its tiles fit in one wave, and the 128×128
+//! ping-pong in between. On the reference shape two
 //! more rows time the mma.sync path forced (it is the fallback on sm_90 and the default before
 //! it): `mma_sync_128x256_trunc` ([`Kernel::Sm80WideTrunc`], operands truncated to TF32 by the
 //! tensor cores) and `mma_sync_128x256_round` ([`Kernel::Sm80Wide`], rounded to nearest in
@@ -74,6 +76,7 @@ const SHAPES: &[(&str, usize, usize, usize)] = &[
     ("m1_4096x4096", 1, 4096, 4096),
     ("m16_4096x4096", 16, 4096, 4096),
     ("m128_4096x4096", 128, 4096, 4096),
+    ("m256_4096x4096", 256, 4096, 4096),
     ("odd_1000x3000x777", 1000, 3000, 777),
     ("unaligned_16383x4095x4097", 16383, 4095, 4097),
 ];
@@ -102,9 +105,10 @@ enum Variant {
 const VARIANTS: [Variant; 4] = [Variant::Fused, Variant::CublasElementwise, Variant::CublasLt, Variant::CublasGemm];
 /// The mma.sync rows of the reference shape.
 const MMA_SYNC: [Variant; 2] = [Variant::Forced(Kernel::Sm80WideTrunc), Variant::Forced(Kernel::Sm80Wide)];
-/// The large square-ish shapes, where `Dispatch::Auto` picks the cooperative cluster kernel on
-/// the H200: they also time the ping-pong kernel forced, which Auto picks for smaller problems.
-const PINGPONG_TOO: [&str; 3] = [REFERENCE, "square_4096", "square_8192"];
+/// Shapes that also time the 128×128 ping-pong kernel forced: the large square-ish ones, where
+/// `Dispatch::Auto` picks the cooperative cluster kernel on the H200, and the small-M ones, where
+/// it picks the 64-row ping-pong (the 128-row one is Auto's pick in between).
+const PINGPONG_TOO: [&str; 7] = [REFERENCE, "square_4096", "square_8192", "m1_4096x4096", "m16_4096x4096", "m128_4096x4096", "m256_4096x4096"];
 
 impl Variant {
     fn label(self) -> &'static str {

@@ -106,8 +106,9 @@ const STREAM_K_MIN_WAVES: u64 = 8;
 /// None; for the cluster kernels, clusters and cluster tiles. A wave is what fits on the device
 /// at once: one CTA per SM for the persistent sm_90 kernels ([`DeviceInfo::max_active_clusters`]
 /// clusters for the cluster kernels), [`DeviceInfo::resident_ctas`] for mma.sync.
-/// - Fewer tiles than a wave: split-K, every tile shared along K by up to a wave of CTAs (at
-///   least SPLIT_K_MIN_BLOCKS k-blocks each).
+/// - Fewer tiles than a wave: split-K, every tile shared along K (at least SPLIT_K_MIN_BLOCKS
+///   k-blocks per CTA); TMA kernels cut every tile into the same whole number of parts (none
+///   with more than half a wave of tiles), mma.sync kernels spread the tiles over a wave of CTAs.
 /// - At least STREAM_K_MIN_WAVES full waves and a partial last one: the tiles of the last wave
 ///   (plus one full wave when it is less than a quarter full) are shared along K by a wave of
 ///   CTAs, so the last wave no longer keeps a few SMs busy while the rest idle (the reference
@@ -129,7 +130,18 @@ fn stream_k(device: &DeviceInfo, kernel: Kernel, s: Shape, workspace: usize, use
     }
     let t = cluster_tiles(s, kernel);
     let k_blocks = (s.k as u64).div_ceil(spec.tile_k as u64);
-    let (ctas, sk) = if t < wave {
+    let (ctas, sk) = if t < wave && spec.family == Family::TmaWgmma {
+        // Whole splits: every tile cut into the same number of K ranges, so no CTA straddles two
+        // tiles and each finisher adds splits - 1 partials; none with more than half a wave of
+        // tiles. Measured on the H200 (docs/TILING.md, step 27): spreading 96 or 128 tiles over a
+        // wave of 132 CTAs was 8–17 % slower than one CTA per tile, and whole splits were 2–9 %
+        // faster than a wave of CTAs for 16 to 64 tiles.
+        let splits = (wave / t).min(k_blocks / SPLIT_K_MIN_BLOCKS);
+        if splits < 2 {
+            return None;
+        }
+        (t * splits, t)
+    } else if t < wave {
         let ctas = (t * k_blocks / SPLIT_K_MIN_BLOCKS).min(wave);
         if ctas <= t {
             return None;
@@ -621,6 +633,9 @@ pub(crate) fn select_kernel(
             let worth_repacking = (s.m as u64) * (s.n as u64) * (s.k as u64) >= REPACK_MIN_MACS;
             let vec4 = direct || (can_repack && worth_repacking);
             let small = tiles(s, Kernel::Sm80Large) < device.sm_count as u64;
+            // The 64-row ping-pong's tiles fit in one wave: twice the parallelism of the 128-row
+            // tiles, with half the split-K partials (docs/TILING.md: M = 64 to 256).
+            let one_wave_of_64 = tiles(s, Kernel::Sm90Pingpong64) <= device.sm_count as u64;
             // At least LARGE_WAVES waves of the cooperative cluster kernel's 256×256 cluster tiles.
             let large = device.max_active_clusters > 0
                 && cluster_tiles(s, Kernel::Sm90CooperativeCluster2) >= LARGE_WAVES * device.max_active_clusters as u64;
@@ -634,6 +649,7 @@ pub(crate) fn select_kernel(
                 (false, true, Tf32Rounding::Truncate) => &[Kernel::Sm90Pingpong, Kernel::Sm80WideTrunc, Kernel::Sm80LargeTrunc, Kernel::Sm80Small],
                 (false, true, Tf32Rounding::Nearest) if large => &[Kernel::Sm90CooperativeCluster2, Kernel::Sm90Pingpong, Kernel::Sm80Wide, Kernel::Sm80Large, Kernel::Sm80Small],
                 (false, true, Tf32Rounding::Nearest) => &[Kernel::Sm90Pingpong, Kernel::Sm80Wide, Kernel::Sm80Large, Kernel::Sm80Small],
+                (true, true, Tf32Rounding::Truncate) if one_wave_of_64 => &[Kernel::Sm90Pingpong64, Kernel::Sm80Small],
                 (true, true, Tf32Rounding::Truncate) => &[Kernel::Sm90Pingpong, Kernel::Sm80Small],
                 (true, true, Tf32Rounding::Nearest) => &[Kernel::Sm80Small],
                 (false, false, _) => &[Kernel::Sm80WideScalar, Kernel::Sm80LargeScalar, Kernel::Sm80SmallScalar],
@@ -946,27 +962,36 @@ mod tests {
         assert_eq!((p.grid, p.stream_k_tiles, p.workspace_len(s.m, s.n, s.k)), (132, 0, 0));
         assert_eq!(plan(shape(4096, 4096, 4096), usize::MAX).stream_k_tiles, 0);
         assert_eq!(plan(shape(132 * 128, 8 * 128, 64), usize::MAX).stream_k_tiles, 0);
-        // Fewer tiles than SMs: split-K, at least 8 k-blocks per CTA.
+        // Fewer tiles than SMs: split-K, every tile into the same number of parts (4 × 32 CTAs),
+        // at least 8 k-blocks per CTA.
         let s = shape(1, 4096, 4096);
         let p = plan(s, usize::MAX);
-        assert_eq!((p.grid, p.stream_k_tiles), (132, 32));
-        assert_eq!(p.workspace_len(s.m, s.n, s.k), sk_len(132, 32));
+        assert_eq!((p.grid, p.stream_k_ctas, p.stream_k_tiles), (128, 128, 32));
+        assert_eq!(p.workspace_len(s.m, s.n, s.k), sk_len(128, 32));
         // One element short of the partial tiles: one CTA per tile, no error.
-        let p = plan(s, sk_len(132, 32) - 1);
+        let p = plan(s, sk_len(128, 32) - 1);
         assert_eq!((p.grid, p.stream_k_tiles, p.workspace_len(s.m, s.n, s.k)), (32, 0, 0));
         let p = plan(shape(300, 520, 512), usize::MAX);
         assert_eq!((p.grid, p.stream_k_tiles), (30, 15));
         // Too little K to split: 15 tiles × 2 k-blocks.
         assert_eq!(plan(shape(300, 520, 64), usize::MAX).stream_k_tiles, 0);
+        // More than half a wave of tiles (96, 128): one CTA per tile, no split.
+        for m in [384, 512] {
+            let p = plan(shape(m, 4096, 4096), usize::MAX);
+            assert_eq!((p.grid as usize, p.stream_k_tiles), (m / 128 * 32, 0), "{m}");
+        }
         // Repacks come first in the workspace; split-K only if room is left after them.
         let u = shape(1000, 3000, 4097);
         let repacks = (1000 + 3000) * 4128;
         let p = select(&H200, Dispatch::Auto, u, a(4097), a(4097), repacks).unwrap();
         assert_eq!((p.repack_x, p.grid, p.stream_k_tiles), (true, 132, 0), "192 tiles: no split");
-        let u = shape(500, 3000, 4097);
-        let repacks = (500 + 3000) * 4128;
-        let p = select(&H200, Dispatch::Auto, u, a(4097), a(4097), repacks + sk_len(132, 96)).unwrap();
-        assert_eq!((p.repack_x, p.grid, p.stream_k_tiles), (true, 132, 4 * 24));
+        // 128 × 3000: 48 tiles of the 64-row ping-pong (Auto's pick), each cut in 2 (96 CTAs).
+        let u = shape(128, 3000, 4097);
+        let repacks = (128 + 3000) * 4128;
+        let sk = 96 * 64 * 128 + 48 + 1;
+        let p = select(&H200, Dispatch::Auto, u, a(4097), a(4097), repacks + sk).unwrap();
+        assert_eq!((p.kernel, p.repack_x, p.grid, p.stream_k_tiles), (Kernel::Sm90Pingpong64, true, 96, 48));
+        assert_eq!(p.workspace_len(u.m, u.n, u.k), repacks + sk);
     }
 
     #[test]
@@ -989,9 +1014,9 @@ mod tests {
         let p = forced(Kernel::Sm90PingpongCluster2, reference);
         assert_eq!((p.grid, p.stream_k_ctas, p.stream_k_tiles), (132, 66, 68));
         assert_eq!(p.workspace_len(16384, 4096, 4096), 66 * 2 * 128 * 128 + 68 * 2 + 1);
-        // Split-K: M = 1 has 16 cluster tiles of 256×256, shared by all 66 clusters.
+        // Split-K: M = 1 has 16 cluster tiles of 256×256, each shared by 4 of the 66 clusters.
         let p = forced(Kernel::Sm90CooperativeCluster2, shape(1, 4096, 4096));
-        assert_eq!((p.grid, p.stream_k_ctas, p.stream_k_tiles), (132, 66, 16));
+        assert_eq!((p.grid, p.stream_k_ctas, p.stream_k_tiles), (128, 64, 16));
         // 4096³: 256 cluster tiles, 3 waves and 58: too few waves to share the last.
         let p = forced(Kernel::Sm90CooperativeCluster2, shape(4096, 4096, 4096));
         assert_eq!((p.grid, p.stream_k_tiles), (132, 0));
@@ -1116,9 +1141,14 @@ mod tests {
             assert_eq!((p.kernel, p.cluster, p.grid), (Kernel::Sm90CooperativeCluster2, 2, 132), "{m}×{n}×{k}");
         }
         // Fewer: the ping-pong (3072 × 4096: 768 tiles of 128×128, but 192 cluster tiles).
-        for (m, n, k) in [(3072, 4096, 4096), (2048, 2048, 2048), (1024, 4096, 4096), (128, 4096, 4096), (257, 129, 4096)] {
+        for (m, n, k) in [(3072, 4096, 4096), (2048, 2048, 2048), (1024, 4096, 4096), (384, 4096, 4096), (512, 4096, 4096)] {
             let p = select(&H200, Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
             assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong, 1), "{m}×{n}×{k}");
+        }
+        // At most one wave (132) of 64×128 tiles: the 64-row ping-pong.
+        for (m, n, k) in [(1, 4096, 4096), (128, 4096, 4096), (256, 4096, 4096), (257, 129, 4096), (64, 8192, 64)] {
+            let p = select(&H200, Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
+            assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong64, 1), "{m}×{n}×{k}");
         }
         // K % 4 != 0 with room to repack: the operands are repacked for it too.
         let s = shape(16383, 4095, 4097);

@@ -66,6 +66,11 @@ pub enum Kernel {
     /// reads its operands straight from TMA's shared-memory tiles: [`Tf32Rounding::Truncate`],
     /// unless they were repacked (and so rounded) first.
     Sm90Pingpong,
+    /// [`Kernel::Sm90Pingpong`] with 64×128×32 tiles per consumer warpgroup and 8 stages (the
+    /// same shared memory): twice the tiles, so a small-M problem is cut into half as many
+    /// stream-K parts per tile, each finisher adding half as many half-size partials. Auto's
+    /// TMA kernel for problems with fewer 128×128 tiles than SMs (docs/TILING.md).
+    Sm90Pingpong64,
     /// [`Kernel::Sm90Pingpong`] with its CTAs paired into clusters of 2 along M: the two CTAs
     /// compute vertically adjacent 128×128 tiles and each TMA-multicasts half of their shared W
     /// tile to both (sm_90; launched with `cuLaunchKernelEx`, at most
@@ -155,6 +160,27 @@ const fn sm90_pingpong(name: &'static str, cluster_m: u32, w_box_rows: u32) -> S
     }
 }
 
+/// The sm_90 ping-pong configuration with 64-row tiles (no cluster).
+const fn sm90_pingpong64(name: &'static str) -> Spec {
+    use sys::*;
+    Spec {
+        name,
+        family: Family::TmaWgmma,
+        tile_m: GE_SM90_PINGPONG64_TILE_M,
+        tile_n: GE_SM90_PINGPONG64_TILE_N,
+        tile_k: GE_SM90_PINGPONG64_TILE_K,
+        stages: GE_SM90_PINGPONG64_STAGES,
+        threads: GE_SM90_PINGPONG64_THREADS,
+        smem_bytes: GE_SM90_PINGPONG64_SMEM_BYTES,
+        needs_vec4: true,
+        rounding: Tf32Rounding::Truncate,
+        cluster_m: 1,
+        w_box_rows: GE_SM90_PINGPONG64_TILE_N,
+        out_box_rows: GE_SM90_PINGPONG64_TILE_M,
+        tile_parts: 1,
+    }
+}
+
 /// The sm_90 cooperative configuration, launched in clusters of `cluster_m` CTAs along M.
 const fn sm90_cooperative(name: &'static str, cluster_m: u32, w_box_rows: u32) -> Spec {
     use sys::*;
@@ -177,12 +203,13 @@ const fn sm90_cooperative(name: &'static str, cluster_m: u32, w_box_rows: u32) -
 }
 
 /// How many kernels the fatbin has: [`Kernel::ALL`]'s length.
-pub const KERNEL_COUNT: usize = 12;
+pub const KERNEL_COUNT: usize = 13;
 
 impl Kernel {
     /// Every kernel in the fatbin (dispatch has its own preference order, in `select()`).
     pub const ALL: [Kernel; KERNEL_COUNT] = [
         Kernel::Sm90Pingpong,
+        Kernel::Sm90Pingpong64,
         Kernel::Sm90PingpongCluster2,
         Kernel::Sm90Cooperative,
         Kernel::Sm90CooperativeCluster2,
@@ -208,6 +235,7 @@ impl Kernel {
             Kernel::Sm80Small => sm80("ge_sm80_tf32_64x64x32_s4_vec4", GE_SM80_SMALL_TILE_M, GE_SM80_SMALL_TILE_N, GE_SM80_SMALL_TILE_K, GE_SM80_SMALL_STAGES, GE_SM80_SMALL_THREADS, true, Tf32Rounding::Nearest),
             Kernel::Sm80SmallScalar => sm80("ge_sm80_tf32_64x64x32_s4_scalar", GE_SM80_SMALL_TILE_M, GE_SM80_SMALL_TILE_N, GE_SM80_SMALL_TILE_K, GE_SM80_SMALL_STAGES, GE_SM80_SMALL_THREADS, false, Tf32Rounding::Nearest),
             Kernel::Sm90Pingpong => sm90_pingpong("ge_sm90_tf32_128x128x32_s6_pingpong", 1, GE_SM90_PINGPONG_TILE_N),
+            Kernel::Sm90Pingpong64 => sm90_pingpong64("ge_sm90_tf32_64x128x32_s8_pingpong"),
             Kernel::Sm90PingpongCluster2 => sm90_pingpong(
                 "ge_sm90_tf32_128x128x32_s6_pingpong_c2",
                 GE_SM90_PINGPONG_CLUSTER_M,

@@ -5,7 +5,7 @@
 mod common;
 
 use common::Gpu;
-use gemm_epilogue::{cuda_context, Dispatch, Error, Kernel, MatrixMut, MatrixRef, Operand};
+use gemm_epilogue::{cuda_context, Dispatch, Error, Family, Kernel, MatrixMut, MatrixRef, Operand};
 
 /// A view into a buffer: starts at `off`, `rows × cols` at stride `ld`; the buffer holds `len`
 /// elements after `off` (plus a tail), and the view covers exactly those `len`.
@@ -274,7 +274,7 @@ fn unaligned_calls() -> Vec<(&'static str, Call)> {
 #[test]
 fn forced_sm90_pingpong_on_unsupported_input() {
     let Some(g) = common::gpu() else { return };
-    for kernel in [Kernel::Sm90Pingpong, Kernel::Sm90PingpongCluster2, Kernel::Sm90CooperativeCluster2] {
+    for kernel in Kernel::ALL.into_iter().filter(|k| k.family() == Family::TmaWgmma) {
         let mut calls = unaligned_calls();
         calls.push(("K = 0", Call::new(64, 64, 0)));
         for (what, mut c) in calls {

@@ -166,7 +166,7 @@ fn workspace_repacks_unaligned_operands_for_the_fast_kernels() {
     let p = common::check(&g, &small, &mut rng).expect("ran");
     assert!(common::is_scalar(p.kernel) && !p.repack_x && !p.repack_w, "{p:?}");
     let forced: &[Kernel] = if hopper {
-        &[Kernel::Sm90Pingpong, Kernel::Sm90PingpongCluster2, Kernel::Sm90CooperativeCluster2]
+        &[Kernel::Sm90Pingpong, Kernel::Sm90Pingpong64, Kernel::Sm90PingpongCluster2, Kernel::Sm90CooperativeCluster2]
     } else {
         &[Kernel::Sm80Small]
     };

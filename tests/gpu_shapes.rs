@@ -176,6 +176,13 @@ fn shapes_sm90_pingpong() {
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
 #[test]
+fn shapes_sm90_pingpong64() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong64") else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong64), "shapes_sm90_pingpong64");
+}
+
+/// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
+#[test]
 fn shapes_sm90_pingpong_cluster2() {
     let Some(g) = common::hopper_gpu("Sm90PingpongCluster2") else { return };
     run_shapes(&g, Dispatch::Force(Kernel::Sm90PingpongCluster2), "shapes_sm90_pingpong_cluster2");
@@ -257,7 +264,7 @@ fn small_shapes_every_kernel() {
         common::check(&g, &case, &mut rng);
     }
     let repacking: &[Kernel] = if hopper {
-        &[Kernel::Sm90Pingpong, Kernel::Sm90PingpongCluster2, Kernel::Sm90CooperativeCluster2]
+        &[Kernel::Sm90Pingpong, Kernel::Sm90Pingpong64, Kernel::Sm90PingpongCluster2, Kernel::Sm90CooperativeCluster2]
     } else {
         &[Kernel::Sm80Small]
     };
@@ -274,8 +281,8 @@ fn small_shapes_every_kernel() {
     }
 }
 
-/// Stream-K (sm_90 TMA kernel with a workspace): shapes with fewer tiles than SMs have every tile
-/// split along K over up to 132 CTAs (split-K); shapes with at least 8 full waves share their
+/// Stream-K (sm_90 TMA kernel with a workspace): shapes with at most half as many tiles as SMs
+/// have every tile split along K into the same number of parts (split-K); shapes with at least 8 full waves share their
 /// last, partial wave (with the wave before when it is thin) along K; the rest keep the plain
 /// persistent schedule. Each is checked against f64 and cuBLAS and run twice: the partial sums
 /// are added in a fixed order, so both outputs must be bitwise equal.
@@ -285,10 +292,12 @@ fn stream_k_shapes() {
     let mut rng = common::rng("stream_k_shapes");
     // (M, N, K, stream-K tiles the plan must have); 128×128 tiles, 132 SMs.
     let shapes = [
-        (1, 4096, 4096, 32),        // 32 tiles: split-K, ~4 CTAs a tile
+        (1, 4096, 4096, 32),        // 32 tiles: split-K, 4 CTAs a tile
+        (1, 4096, 4000, 32),        // 4 CTAs a tile, 125 k-blocks: CTAs straddle tiles
         (129, 1000, 2048, 16),      // 16 tiles, M and N tails
         (300, 520, 512, 15),        // 15 tiles, 2 CTAs a tile
-        (64, 8192, 640, 64),        // 64 tiles, 2 CTAs a tile and a ragged split of 20 k-blocks
+        (64, 8192, 680, 64),        // 64 tiles, 2 CTAs a tile, 22 k-blocks (the last one partial)
+        (384, 4096, 1024, 0),       // 96 tiles, more than half a wave: one CTA a tile
         (1280, 1792, 1024, 0),      // 140 tiles: plain persistent
         (4096, 4096, 4096, 0),      // 1024 tiles, 7 waves: plain persistent
         (67918, 252, 200, 138),     // 1062 tiles = 8 waves + 6: those 6 and the wave before
@@ -330,16 +339,20 @@ fn stream_k_shapes_clusters_and_cooperative() {
     }
     // (kernel, M, N, K, stream-K (cluster) tiles the plan must have)
     let cases = [
-        (Kernel::Sm90Cooperative, 1, 4096, 4096, 16),      // 16 tiles of 128×256 over 132 CTAs
+        (Kernel::Sm90Cooperative, 1, 4096, 4096, 16),      // 16 tiles of 128×256, 8 CTAs a tile
         (Kernel::Sm90Cooperative, 300, 1000, 512, 12),     // 12 tiles, 2 CTAs a tile, M and N tails
         (Kernel::Sm90Cooperative, 45061, 520, 96, 135),    // 1059 tiles = 8 waves + 3: with the wave before
-        (Kernel::Sm90CooperativeCluster2, 1, 4096, 4096, 16), // 16 cluster tiles of 256×256 over 66 clusters
+        (Kernel::Sm90CooperativeCluster2, 1, 4096, 4096, 16), // 16 cluster tiles of 256×256, 4 clusters a tile
         (Kernel::Sm90CooperativeCluster2, 129, 1000, 2048, 4), // second CTA: one row
         (Kernel::Sm90CooperativeCluster2, 300, 520, 512, 6),
         (Kernel::Sm90CooperativeCluster2, 45061, 520, 200, 69), // 531 = 8 waves of 66 + 3
         (Kernel::Sm90PingpongCluster2, 1, 4096, 4096, 32),
         (Kernel::Sm90PingpongCluster2, 300, 520, 512, 10),
         (Kernel::Sm90PingpongCluster2, 45061, 520, 96, 27), // 885 = 13 waves of 66 + 27
+        (Kernel::Sm90Pingpong64, 1, 4096, 4096, 32),         // 32 tiles of 64×128, 4 CTAs a tile
+        (Kernel::Sm90Pingpong64, 129, 1000, 2048, 24),       // 24 tiles, 5 CTAs a tile, M and N tails
+        (Kernel::Sm90Pingpong64, 40000, 520, 320, 89),       // 3125 tiles = 23 waves + 89: those 89
+        (Kernel::Sm90Pingpong64, 17216, 512, 256, 152),      // 1076 = 8 waves + 20: with the wave before
     ];
     for (i, &(kernel, m, n, k, sk)) in cases.iter().enumerate() {
         let case = Case::new(m, n, k)
@@ -506,6 +519,7 @@ fn every_kernel_has_a_shapes_test() {
         Kernel::Sm80Small,
         Kernel::Sm80SmallScalar,
         Kernel::Sm90Pingpong,
+        Kernel::Sm90Pingpong64,
         Kernel::Sm90PingpongCluster2,
         Kernel::Sm90Cooperative,
         Kernel::Sm90CooperativeCluster2,

@@ -159,6 +159,21 @@ typedef struct GeSm90Params {
     (GE_SM90_PINGPONG_STAGES * (GE_SM90_PINGPONG_TILE_M + GE_SM90_PINGPONG_TILE_N) * GE_SM90_PINGPONG_TILE_K * 4 + \
      GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
 
+/* "pingpong, 64 rows": the ping-pong kernel with 64x128 tiles (one m64n128k8 per k-step) and
+ * 8 stages: for small M. Half the rows of the 128-row tile per consumer, so twice the tiles: a
+ * problem of M <= 256 splits along K into half as many parts per tile, and each stream-K finisher
+ * adds half as many (and half-size) partial tiles. Entry: ge_sm90_tf32_64x128x32_s8_pingpong.
+ * Grid, launch and tensor maps as for "pingpong" with these tiles; SMEM_BYTES equals
+ * GE_SM90_PINGPONG_SMEM_BYTES (8 stages x 24 KiB = 6 x 32 KiB). */
+#define GE_SM90_PINGPONG64_TILE_M 64
+#define GE_SM90_PINGPONG64_TILE_N 128
+#define GE_SM90_PINGPONG64_TILE_K 32
+#define GE_SM90_PINGPONG64_STAGES 8
+#define GE_SM90_PINGPONG64_THREADS 384
+#define GE_SM90_PINGPONG64_SMEM_BYTES                                                                           \
+    (GE_SM90_PINGPONG64_STAGES * (GE_SM90_PINGPONG64_TILE_M + GE_SM90_PINGPONG64_TILE_N) * GE_SM90_PINGPONG64_TILE_K * 4 + \
+     GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
+
 /* "pingpong, cluster of 2": the same kernel (tiles, stages, threads, SMEM_BYTES as above) with
  * the CTAs paired into clusters of CLUSTER_M = 2 along M. The two CTAs of a cluster compute
  * vertically adjacent TILE_M x TILE_N tiles (one (CLUSTER_M*TILE_M) x TILE_N "cluster tile")

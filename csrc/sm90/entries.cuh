@@ -13,6 +13,12 @@ using Pingpong128x128x32 = KernelConfig<GE_SM90_PINGPONG_TILE_M, GE_SM90_PINGPON
 static_assert(Pingpong128x128x32::THREADS == GE_SM90_PINGPONG_THREADS, "header THREADS out of date");
 static_assert(Pingpong128x128x32::SMEM_BYTES == GE_SM90_PINGPONG_SMEM_BYTES, "header SMEM_BYTES out of date");
 
+// 64x128x32 per consumer tile, 8 stages: small M (twice the tiles of the 128-row one).
+using Pingpong64x128x32 = KernelConfig<GE_SM90_PINGPONG64_TILE_M, GE_SM90_PINGPONG64_TILE_N, GE_SM90_PINGPONG64_TILE_K,
+                                       GE_SM90_PINGPONG64_STAGES, Schedule::PingPong>;
+static_assert(Pingpong64x128x32::THREADS == GE_SM90_PINGPONG64_THREADS, "header THREADS out of date");
+static_assert(Pingpong64x128x32::SMEM_BYTES == GE_SM90_PINGPONG64_SMEM_BYTES, "header SMEM_BYTES out of date");
+
 // The same tile, CTAs paired along M into clusters of 2 that share (multicast) the W tile.
 using Pingpong128x128x32C2 = KernelConfig<GE_SM90_PINGPONG_TILE_M, GE_SM90_PINGPONG_TILE_N, GE_SM90_PINGPONG_TILE_K,
                                           GE_SM90_PINGPONG_STAGES, Schedule::PingPong, GE_SM90_PINGPONG_CLUSTER_M>;
@@ -52,6 +58,9 @@ static_assert(Cooperative128x256x32C2::THREADS == GE_SM90_PINGPONG_THREADS, "clu
 
 // Grid: min(num_tiles, num_SMs) CTAs; no cluster.
 GE_SM90_ENTRY(ge_sm90_tf32_128x128x32_s6_pingpong, ge::sm90::Pingpong128x128x32)
+
+// Grid: min(num_tiles, num_SMs) CTAs of its 64x128 tiles; no cluster; out map box {STORE_BOX_COLS, 64}.
+GE_SM90_ENTRY(ge_sm90_tf32_64x128x32_s8_pingpong, ge::sm90::Pingpong64x128x32)
 
 // Launched with cuLaunchKernelEx and CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = (2, 1, 1) (no
 // __cluster_dims__ here: this file is compiled for sm_80 too). Grid: 2 * min(cluster_tiles,
