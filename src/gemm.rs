@@ -641,7 +641,8 @@ pub(crate) fn select_kernel(
                 && cluster_tiles(s, Kernel::Sm90CooperativeCluster2) >= LARGE_WAVES * device.max_active_clusters as u64;
             // Measured on the H200 (docs/TILING.md): the TMA kernels first (on large problems the
             // cooperative cluster kernel, which moves the fewest bytes per FLOP and so keeps the
-            // highest clock under the power cap; else the ping-pong), then 128×256 before
+            // highest clock under the power cap; on small ones, one wave of 64×128 tiles or
+            // less, the 64-row ping-pong; else the 128×128 ping-pong), then 128×256 before
             // 128×128; devices without 144 KiB of shared memory per block fall through to 128×128.
             // Scalar-load kernels (any shape) only round to nearest: they are load-bound.
             let preference: &[Kernel] = match (small, vec4, rounding) {

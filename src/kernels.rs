@@ -62,14 +62,16 @@ pub enum Kernel {
     /// mma.sync, 64×64×32 CTA tile, 4 stages, 4-byte loads: small problems, any shape.
     Sm80SmallScalar,
     /// TMA + wgmma ping-pong, 128×128×32 tile per consumer warpgroup, persistent (sm_90): Auto's
-    /// TMA kernel below 3 waves of [`Kernel::Sm90CooperativeCluster2`]'s cluster tiles. It
+    /// TMA kernel below 3 waves of [`Kernel::Sm90CooperativeCluster2`]'s cluster tiles and above
+    /// one wave of [`Kernel::Sm90Pingpong64`]'s tiles. It
     /// reads its operands straight from TMA's shared-memory tiles: [`Tf32Rounding::Truncate`],
     /// unless they were repacked (and so rounded) first.
     Sm90Pingpong,
     /// [`Kernel::Sm90Pingpong`] with 64×128×32 tiles per consumer warpgroup and 8 stages (the
     /// same shared memory): twice the tiles, so a small-M problem is cut into half as many
     /// stream-K parts per tile, each finisher adding half as many half-size partials. Auto's
-    /// TMA kernel for problems with fewer 128×128 tiles than SMs (docs/TILING.md).
+    /// TMA kernel when its tiles fit in one wave (at most one per SM: M ≤ 256 on N = 4096;
+    /// docs/TILING.md).
     Sm90Pingpong64,
     /// [`Kernel::Sm90Pingpong`] with its CTAs paired into clusters of 2 along M: the two CTAs
     /// compute vertically adjacent 128×128 tiles and each TMA-multicasts half of their shared W
@@ -160,24 +162,19 @@ const fn sm90_pingpong(name: &'static str, cluster_m: u32, w_box_rows: u32) -> S
     }
 }
 
-/// The sm_90 ping-pong configuration with 64-row tiles (no cluster).
+/// The sm_90 ping-pong kernel's contract with the 64-row configuration's tile and stages (no
+/// cluster).
 const fn sm90_pingpong64(name: &'static str) -> Spec {
     use sys::*;
     Spec {
-        name,
-        family: Family::TmaWgmma,
         tile_m: GE_SM90_PINGPONG64_TILE_M,
         tile_n: GE_SM90_PINGPONG64_TILE_N,
         tile_k: GE_SM90_PINGPONG64_TILE_K,
         stages: GE_SM90_PINGPONG64_STAGES,
         threads: GE_SM90_PINGPONG64_THREADS,
         smem_bytes: GE_SM90_PINGPONG64_SMEM_BYTES,
-        needs_vec4: true,
-        rounding: Tf32Rounding::Truncate,
-        cluster_m: 1,
-        w_box_rows: GE_SM90_PINGPONG64_TILE_N,
         out_box_rows: GE_SM90_PINGPONG64_TILE_M,
-        tile_parts: 1,
+        ..sm90_pingpong(name, 1, GE_SM90_PINGPONG64_TILE_N)
     }
 }
 
@@ -451,6 +448,10 @@ mod tests {
         let coop = Kernel::Sm90Cooperative.spec();
         assert_eq!((coop.tile_m, coop.tile_n, coop.stages, coop.out_box_rows, coop.w_box_rows), (128, 256, 4, 64, 256));
         assert_eq!(one.out_box_rows, 128);
+        // The 64-row ping-pong: the same kernel, block and shared memory with half-height tiles.
+        let p64 = Kernel::Sm90Pingpong64.spec();
+        assert_eq!((p64.tile_m, p64.tile_n, p64.stages, p64.out_box_rows, p64.w_box_rows), (64, 128, 8, 64, 128));
+        assert_eq!((p64.threads, p64.smem_bytes, p64.cluster_m, p64.tile_parts), (one.threads, one.smem_bytes, 1, 1));
         for k in Kernel::ALL {
             let s = k.spec();
             assert_eq!(s.tile_parts, s.tile_m / s.out_box_rows, "{k}: one part per consumer sharing the tile");
