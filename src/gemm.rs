@@ -72,6 +72,12 @@ impl Plan {
     }
 }
 
+/// Rows of X per TMA box (`GeSm90Params::x_box_rows`): the CTA tile's, or M rounded up to whole
+/// 8-row swizzle atoms when M is smaller, so that TMA does not zero-fill rows no output needs.
+fn x_box_rows(m: usize, tile_m: u32) -> u32 {
+    (m.div_ceil(8) * 8).min(tile_m as usize) as u32
+}
+
 /// f32 elements of one stream-K CTA's (cluster's) partial tile.
 fn partial_tile_len(kernel: Kernel) -> usize {
     let (tm, tn, _) = kernel.tile();
@@ -426,20 +432,23 @@ impl FusedGemm {
                 unsafe { launch.launch(cfg) }?;
             }
             Family::TmaWgmma => {
-                // X boxes are one CTA tile; W boxes the slice of the W tile one CTA of the cluster
-                // loads (and multicasts): the whole tile without a cluster.
+                // X boxes are one CTA tile (fewer rows when M is smaller); W boxes the slice of the
+                // W tile one CTA of the cluster loads (and multicasts): the whole tile without a
+                // cluster.
+                let x_box_rows = x_box_rows(shape.m, spec.tile_m);
                 let out_map = if plan.tma_store {
                     tma::encode_row_major(o_ptr, shape.m, shape.n, out.ld, spec.out_box_rows, sys::GE_SM90_STORE_BOX_COLS)?
                 } else {
                     GeTensorMap { opaque: [0; 16] }
                 };
                 let params = GeSm90Params {
-                    x_map: tma::encode_row_major(xk.0, shape.m, shape.k, xk.1, spec.tile_m, spec.tile_k)?,
+                    x_map: tma::encode_row_major(xk.0, shape.m, shape.k, xk.1, x_box_rows, spec.tile_k)?,
                     w_map: tma::encode_row_major(wk.0, shape.n, shape.k, wk.1, spec.w_box_rows, spec.tile_k)?,
                     out_map,
                     problem,
                     stream_k,
                     store_tma: plan.tma_store as i32,
+                    x_box_rows: x_box_rows as i32,
                 };
                 if spec.cluster_m == 1 {
                     let mut launch = stream.launch_builder(function);
@@ -633,16 +642,17 @@ pub(crate) fn select_kernel(
             let worth_repacking = (s.m as u64) * (s.n as u64) * (s.k as u64) >= REPACK_MIN_MACS;
             let vec4 = direct || (can_repack && worth_repacking);
             let small = tiles(s, Kernel::Sm80Large) < device.sm_count as u64;
-            // The 64-row ping-pong's tiles fit in one wave: twice the parallelism of the 128-row
-            // tiles, with half the split-K partials (docs/TILING.md: M = 64 to 256).
-            let one_wave_of_64 = tiles(s, Kernel::Sm90Pingpong64) <= device.sm_count as u64;
+            // The 64-row ping-pongs' tiles fit in one wave: more parallelism than the 128-row
+            // tiles, with fewer and smaller split-K partials (docs/TILING.md: M ≤ 128 for 64×64
+            // and M ≤ 256 for 64×128 tiles on N = 4096).
+            let one_wave_of = |k: Kernel| tiles(s, k) <= device.sm_count as u64;
             // At least LARGE_WAVES waves of the cooperative cluster kernel's 256×256 cluster tiles.
             let large = device.max_active_clusters > 0
                 && cluster_tiles(s, Kernel::Sm90CooperativeCluster2) >= LARGE_WAVES * device.max_active_clusters as u64;
             // Measured on the H200 (docs/TILING.md): the TMA kernels first (on large problems the
             // cooperative cluster kernel, which moves the fewest bytes per FLOP and so keeps the
-            // highest clock under the power cap; on small ones, one wave of 64×128 tiles or
-            // less, the 64-row ping-pong; else the 128×128 ping-pong), then 128×256 before
+            // highest clock under the power cap; on small ones the 64×64, then the 64×128
+            // ping-pong while their tiles fit in one wave; else the 128×128 ping-pong), then 128×256 before
             // 128×128; devices without 144 KiB of shared memory per block fall through to 128×128.
             // Scalar-load kernels (any shape) only round to nearest: they are load-bound.
             let preference: &[Kernel] = match (small, vec4, rounding) {
@@ -650,7 +660,8 @@ pub(crate) fn select_kernel(
                 (false, true, Tf32Rounding::Truncate) => &[Kernel::Sm90Pingpong, Kernel::Sm80WideTrunc, Kernel::Sm80LargeTrunc, Kernel::Sm80Small],
                 (false, true, Tf32Rounding::Nearest) if large => &[Kernel::Sm90CooperativeCluster2, Kernel::Sm90Pingpong, Kernel::Sm80Wide, Kernel::Sm80Large, Kernel::Sm80Small],
                 (false, true, Tf32Rounding::Nearest) => &[Kernel::Sm90Pingpong, Kernel::Sm80Wide, Kernel::Sm80Large, Kernel::Sm80Small],
-                (true, true, Tf32Rounding::Truncate) if one_wave_of_64 => &[Kernel::Sm90Pingpong64, Kernel::Sm80Small],
+                (true, true, Tf32Rounding::Truncate) if one_wave_of(Kernel::Sm90Pingpong64x64) => &[Kernel::Sm90Pingpong64x64, Kernel::Sm80Small],
+                (true, true, Tf32Rounding::Truncate) if one_wave_of(Kernel::Sm90Pingpong64) => &[Kernel::Sm90Pingpong64, Kernel::Sm80Small],
                 (true, true, Tf32Rounding::Truncate) => &[Kernel::Sm90Pingpong, Kernel::Sm80Small],
                 (true, true, Tf32Rounding::Nearest) => &[Kernel::Sm80Small],
                 (false, false, _) => &[Kernel::Sm80WideScalar, Kernel::Sm80LargeScalar, Kernel::Sm80SmallScalar],
@@ -943,6 +954,12 @@ mod tests {
     }
 
     #[test]
+    fn x_boxes_stop_at_m_in_whole_swizzle_atoms() {
+        assert_eq!([1, 8, 9, 63, 64, 65, 16384].map(|m| x_box_rows(m, 64)), [8, 8, 16, 64, 64, 64, 64]);
+        assert_eq!([1, 100, 128, 129].map(|m| x_box_rows(m, 128)), [8, 104, 128, 128]);
+    }
+
+    #[test]
     fn stream_k_when_a_workspace_has_room() {
         let a = |k| (ALIGNED, k);
         // The ping-pong kernel (Auto's choice for fewer than 3 waves of 256×256 cluster tiles).
@@ -986,12 +1003,12 @@ mod tests {
         let repacks = (1000 + 3000) * 4128;
         let p = select(&H200, Dispatch::Auto, u, a(4097), a(4097), repacks).unwrap();
         assert_eq!((p.repack_x, p.grid, p.stream_k_tiles), (true, 132, 0), "192 tiles: no split");
-        // 128 × 3000: 48 tiles of the 64-row ping-pong (Auto's pick), each cut in 2 (96 CTAs).
-        let u = shape(128, 3000, 4097);
-        let repacks = (128 + 3000) * 4128;
-        let sk = 96 * 64 * 128 + 48 + 1;
+        // 64 × 3000: 47 tiles of the 64×64 ping-pong (Auto's pick), each cut in 2 (94 CTAs).
+        let u = shape(64, 3000, 4097);
+        let repacks = (64 + 3000) * 4128;
+        let sk = 94 * 64 * 64 + 47 + 1;
         let p = select(&H200, Dispatch::Auto, u, a(4097), a(4097), repacks + sk).unwrap();
-        assert_eq!((p.kernel, p.repack_x, p.grid, p.stream_k_tiles), (Kernel::Sm90Pingpong64, true, 96, 48));
+        assert_eq!((p.kernel, p.repack_x, p.grid, p.stream_k_tiles), (Kernel::Sm90Pingpong64x64, true, 94, 47));
         assert_eq!(p.workspace_len(u.m, u.n, u.k), repacks + sk);
     }
 
@@ -1146,8 +1163,13 @@ mod tests {
             let p = select(&H200, Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
             assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong, 1), "{m}×{n}×{k}");
         }
-        // At most one wave (132) of 64×128 tiles: the 64-row ping-pong.
-        for (m, n, k) in [(1, 4096, 4096), (128, 4096, 4096), (256, 4096, 4096), (257, 129, 4096), (64, 8192, 64)] {
+        // At most one wave (132) of 64×64 tiles: the 64×64 ping-pong; else of 64×128 tiles: the
+        // 64×128 one.
+        for (m, n, k) in [(1, 4096, 4096), (128, 4096, 4096), (64, 8192, 64), (257, 129, 4096), (300, 1024, 512)] {
+            let p = select(&H200, Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
+            assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong64x64, 1), "{m}×{n}×{k}");
+        }
+        for (m, n, k) in [(129, 4096, 4096), (256, 4096, 4096), (64, 8512, 64), (300, 2048, 512)] {
             let p = select(&H200, Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
             assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong64, 1), "{m}×{n}×{k}");
         }

@@ -70,9 +70,14 @@ pub enum Kernel {
     /// [`Kernel::Sm90Pingpong`] with 64×128×32 tiles per consumer warpgroup and 8 stages (the
     /// same shared memory): twice the tiles, so a small-M problem is cut into half as many
     /// stream-K parts per tile, each finisher adding half as many half-size partials. Auto's
-    /// TMA kernel when its tiles fit in one wave (at most one per SM: M ≤ 256 on N = 4096;
-    /// docs/TILING.md).
+    /// TMA kernel when its tiles fit in one wave (at most one per SM) and
+    /// [`Kernel::Sm90Pingpong64x64`]'s do not: 128 < M ≤ 256 on N = 4096 (docs/TILING.md).
     Sm90Pingpong64,
+    /// [`Kernel::Sm90Pingpong`] with 64×64×32 tiles and 12 stages (the same shared memory):
+    /// cuBLAS's tile for M ≤ 128, where a wave of them needs no split along K, or half as many
+    /// parts as [`Kernel::Sm90Pingpong64`]'s. Auto's TMA kernel when its tiles fit in one wave
+    /// (M ≤ 128 on N = 4096).
+    Sm90Pingpong64x64,
     /// [`Kernel::Sm90Pingpong`] with its CTAs paired into clusters of 2 along M: the two CTAs
     /// compute vertically adjacent 128×128 tiles and each TMA-multicasts half of their shared W
     /// tile to both (sm_90; launched with `cuLaunchKernelEx`, at most
@@ -178,6 +183,22 @@ const fn sm90_pingpong64(name: &'static str) -> Spec {
     }
 }
 
+/// The sm_90 ping-pong kernel's contract with the 64×64 configuration's tile and stages (no
+/// cluster).
+const fn sm90_pingpong64x64(name: &'static str) -> Spec {
+    use sys::*;
+    Spec {
+        tile_m: GE_SM90_PINGPONG64X64_TILE_M,
+        tile_n: GE_SM90_PINGPONG64X64_TILE_N,
+        tile_k: GE_SM90_PINGPONG64X64_TILE_K,
+        stages: GE_SM90_PINGPONG64X64_STAGES,
+        threads: GE_SM90_PINGPONG64X64_THREADS,
+        smem_bytes: GE_SM90_PINGPONG64X64_SMEM_BYTES,
+        out_box_rows: GE_SM90_PINGPONG64X64_TILE_M,
+        ..sm90_pingpong(name, 1, GE_SM90_PINGPONG64X64_TILE_N)
+    }
+}
+
 /// The sm_90 cooperative configuration, launched in clusters of `cluster_m` CTAs along M.
 const fn sm90_cooperative(name: &'static str, cluster_m: u32, w_box_rows: u32) -> Spec {
     use sys::*;
@@ -200,13 +221,14 @@ const fn sm90_cooperative(name: &'static str, cluster_m: u32, w_box_rows: u32) -
 }
 
 /// How many kernels the fatbin has: [`Kernel::ALL`]'s length.
-pub const KERNEL_COUNT: usize = 13;
+pub const KERNEL_COUNT: usize = 14;
 
 impl Kernel {
     /// Every kernel in the fatbin (dispatch has its own preference order, in `select()`).
     pub const ALL: [Kernel; KERNEL_COUNT] = [
         Kernel::Sm90Pingpong,
         Kernel::Sm90Pingpong64,
+        Kernel::Sm90Pingpong64x64,
         Kernel::Sm90PingpongCluster2,
         Kernel::Sm90Cooperative,
         Kernel::Sm90CooperativeCluster2,
@@ -233,6 +255,7 @@ impl Kernel {
             Kernel::Sm80SmallScalar => sm80("ge_sm80_tf32_64x64x32_s4_scalar", GE_SM80_SMALL_TILE_M, GE_SM80_SMALL_TILE_N, GE_SM80_SMALL_TILE_K, GE_SM80_SMALL_STAGES, GE_SM80_SMALL_THREADS, false, Tf32Rounding::Nearest),
             Kernel::Sm90Pingpong => sm90_pingpong("ge_sm90_tf32_128x128x32_s6_pingpong", 1, GE_SM90_PINGPONG_TILE_N),
             Kernel::Sm90Pingpong64 => sm90_pingpong64("ge_sm90_tf32_64x128x32_s8_pingpong"),
+            Kernel::Sm90Pingpong64x64 => sm90_pingpong64x64("ge_sm90_tf32_64x64x32_s12_pingpong"),
             Kernel::Sm90PingpongCluster2 => sm90_pingpong(
                 "ge_sm90_tf32_128x128x32_s6_pingpong_c2",
                 GE_SM90_PINGPONG_CLUSTER_M,
@@ -452,6 +475,9 @@ mod tests {
         let p64 = Kernel::Sm90Pingpong64.spec();
         assert_eq!((p64.tile_m, p64.tile_n, p64.stages, p64.out_box_rows, p64.w_box_rows), (64, 128, 8, 64, 128));
         assert_eq!((p64.threads, p64.smem_bytes, p64.cluster_m, p64.tile_parts), (one.threads, one.smem_bytes, 1, 1));
+        let p64x64 = Kernel::Sm90Pingpong64x64.spec();
+        assert_eq!((p64x64.tile_m, p64x64.tile_n, p64x64.stages, p64x64.out_box_rows, p64x64.w_box_rows), (64, 64, 12, 64, 64));
+        assert_eq!((p64x64.threads, p64x64.smem_bytes, p64x64.cluster_m, p64x64.tile_parts), (one.threads, one.smem_bytes, 1, 1));
         for k in Kernel::ALL {
             let s = k.spec();
             assert_eq!(s.tile_parts, s.tile_m / s.out_box_rows, "{k}: one part per consumer sharing the tile");

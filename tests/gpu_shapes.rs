@@ -183,6 +183,13 @@ fn shapes_sm90_pingpong64() {
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
 #[test]
+fn shapes_sm90_pingpong64x64() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong64x64") else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong64x64), "shapes_sm90_pingpong64x64");
+}
+
+/// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
+#[test]
 fn shapes_sm90_pingpong_cluster2() {
     let Some(g) = common::hopper_gpu("Sm90PingpongCluster2") else { return };
     run_shapes(&g, Dispatch::Force(Kernel::Sm90PingpongCluster2), "shapes_sm90_pingpong_cluster2");
@@ -353,6 +360,8 @@ fn stream_k_shapes_clusters_and_cooperative() {
         (Kernel::Sm90Pingpong64, 129, 1000, 2048, 24),       // 24 tiles, 5 CTAs a tile, M and N tails
         (Kernel::Sm90Pingpong64, 40000, 520, 320, 89),       // 3125 tiles = 23 waves + 89: those 89
         (Kernel::Sm90Pingpong64, 17216, 512, 256, 152),      // 1076 = 8 waves + 20: with the wave before
+        (Kernel::Sm90Pingpong64x64, 1, 4096, 4096, 64),      // 64 tiles of 64×64, 2 CTAs a tile
+        (Kernel::Sm90Pingpong64x64, 100, 1000, 2048, 32),    // 32 tiles, 4 CTAs a tile, M and N tails
     ];
     for (i, &(kernel, m, n, k, sk)) in cases.iter().enumerate() {
         let case = Case::new(m, n, k)
@@ -520,6 +529,7 @@ fn every_kernel_has_a_shapes_test() {
         Kernel::Sm80SmallScalar,
         Kernel::Sm90Pingpong,
         Kernel::Sm90Pingpong64,
+        Kernel::Sm90Pingpong64x64,
         Kernel::Sm90PingpongCluster2,
         Kernel::Sm90Cooperative,
         Kernel::Sm90CooperativeCluster2,

@@ -119,7 +119,7 @@ typedef struct __attribute__((aligned(64))) GeTensorMap {
 
 /* Kernel parameter: `const __grid_constant__ GeSm90Params` by value. */
 typedef struct GeSm90Params {
-    GeTensorMap x_map; /* X as a 2-D tensor {k, m} (k innermost), box {TILE_K, TILE_M}, 128B swizzle */
+    GeTensorMap x_map; /* X as a 2-D tensor {k, m} (k innermost), box {TILE_K, x_box_rows}, 128B swizzle */
     GeTensorMap w_map; /* W as a 2-D tensor {k, n} (k innermost), box {TILE_K, TILE_N}, 128B swizzle */
     /* out as a 2-D tensor {n, m} (n innermost), box {GE_SM90_STORE_BOX_COLS, rows of one
      * consumer's tile}, 128B swizzle: the epilogue's TMA stores. Encoded (and store_tma = 1) only
@@ -136,6 +136,10 @@ typedef struct GeSm90Params {
      * consumers sharing a tile: 1 ping-pong, 2 cooperative). */
     GeStreamK stream_k;
     int32_t store_tma; /* 1: store through out_map; 0: direct stores (any ldo, any alignment) */
+    /* Rows of X per TMA box (x_map's box): TILE_M, or m rounded up to a multiple of 8 when m < TILE_M.
+     * The stage's rows past the box keep stale data: they only feed output rows past m, which are
+     * never stored, and TMA moves no zero-filled rows that cannot be used. */
+    int32_t x_box_rows;
 } GeSm90Params;
 
 /* The epilogue of every sm_90 kernel stages its results in shared memory, GE_SM90_STORE_BOX_COLS
@@ -172,6 +176,21 @@ typedef struct GeSm90Params {
 #define GE_SM90_PINGPONG64_THREADS 384
 #define GE_SM90_PINGPONG64_SMEM_BYTES                                                                           \
     (GE_SM90_PINGPONG64_STAGES * (GE_SM90_PINGPONG64_TILE_M + GE_SM90_PINGPONG64_TILE_N) * GE_SM90_PINGPONG64_TILE_K * 4 + \
+     GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
+
+/* "pingpong, 64x64": the ping-pong kernel with 64x64 tiles (one m64n64k8 per k-step) and 12
+ * stages: for M <= 128, where a wave of these tiles needs no split (or half as many parts as the
+ * 64x128 tiles) and each CTA streams its own 64 rows of W, as cuBLAS's 64x64 kernel does there.
+ * Entry: ge_sm90_tf32_64x64x32_s12_pingpong. Grid, launch and tensor maps as for "pingpong"
+ * with these tiles; SMEM_BYTES equals GE_SM90_PINGPONG_SMEM_BYTES (12 x 16 KiB = 6 x 32 KiB). */
+#define GE_SM90_PINGPONG64X64_TILE_M 64
+#define GE_SM90_PINGPONG64X64_TILE_N 64
+#define GE_SM90_PINGPONG64X64_TILE_K 32
+#define GE_SM90_PINGPONG64X64_STAGES 12
+#define GE_SM90_PINGPONG64X64_THREADS 384
+#define GE_SM90_PINGPONG64X64_SMEM_BYTES                                                                          \
+    (GE_SM90_PINGPONG64X64_STAGES * (GE_SM90_PINGPONG64X64_TILE_M + GE_SM90_PINGPONG64X64_TILE_N) *              \
+         GE_SM90_PINGPONG64X64_TILE_K * 4 +                                                                        \
      GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
 
 /* "pingpong, cluster of 2": the same kernel (tiles, stages, threads, SMEM_BYTES as above) with

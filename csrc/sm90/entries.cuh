@@ -19,6 +19,12 @@ using Pingpong64x128x32 = KernelConfig<GE_SM90_PINGPONG64_TILE_M, GE_SM90_PINGPO
 static_assert(Pingpong64x128x32::THREADS == GE_SM90_PINGPONG64_THREADS, "header THREADS out of date");
 static_assert(Pingpong64x128x32::SMEM_BYTES == GE_SM90_PINGPONG64_SMEM_BYTES, "header SMEM_BYTES out of date");
 
+// 64x64x32 per consumer tile, 12 stages: M <= 128 (cuBLAS's tile there).
+using Pingpong64x64x32 = KernelConfig<GE_SM90_PINGPONG64X64_TILE_M, GE_SM90_PINGPONG64X64_TILE_N,
+                                      GE_SM90_PINGPONG64X64_TILE_K, GE_SM90_PINGPONG64X64_STAGES, Schedule::PingPong>;
+static_assert(Pingpong64x64x32::THREADS == GE_SM90_PINGPONG64X64_THREADS, "header THREADS out of date");
+static_assert(Pingpong64x64x32::SMEM_BYTES == GE_SM90_PINGPONG64X64_SMEM_BYTES, "header SMEM_BYTES out of date");
+
 // The same tile, CTAs paired along M into clusters of 2 that share (multicast) the W tile.
 using Pingpong128x128x32C2 = KernelConfig<GE_SM90_PINGPONG_TILE_M, GE_SM90_PINGPONG_TILE_N, GE_SM90_PINGPONG_TILE_K,
                                           GE_SM90_PINGPONG_STAGES, Schedule::PingPong, GE_SM90_PINGPONG_CLUSTER_M>;
@@ -61,6 +67,9 @@ GE_SM90_ENTRY(ge_sm90_tf32_128x128x32_s6_pingpong, ge::sm90::Pingpong128x128x32)
 
 // Grid: min(num_tiles, num_SMs) CTAs of its 64x128 tiles; no cluster; out map box {STORE_BOX_COLS, 64}.
 GE_SM90_ENTRY(ge_sm90_tf32_64x128x32_s8_pingpong, ge::sm90::Pingpong64x128x32)
+
+// Grid: min(num_tiles, num_SMs) CTAs of its 64x64 tiles; no cluster; out map box {STORE_BOX_COLS, 64}.
+GE_SM90_ENTRY(ge_sm90_tf32_64x64x32_s12_pingpong, ge::sm90::Pingpong64x64x32)
 
 // Launched with cuLaunchKernelEx and CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = (2, 1, 1) (no
 // __cluster_dims__ here: this file is compiled for sm_80 too). Grid: 2 * min(cluster_tiles,

@@ -224,8 +224,32 @@ __device__ __forceinline__ void wgmma_wait_group() {
 // Keeps the compiler from moving accumulator accesses across wgmma issue/wait points.
 __device__ __forceinline__ void fence_operand(float &r) { asm volatile("" : "+f"(r)::"memory"); }
 
-// D(64x128, fp32, registers) (+)= A(64x8, tf32, smem desc) * B(128x8, tf32, smem desc)^T.
+// D(64x64, fp32, registers) (+)= A(64x8, tf32, smem desc) * B(64x8, tf32, smem desc)^T.
 // Both operands K-major (TF32 wgmma supports no transpose). scale_d == 0 overwrites D.
+__device__ __forceinline__ void wgmma_m64n64k8_tf32(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
+                                                    int scale_d) {
+#if GE_SM90_ENABLED
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32\n"
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, "
+        "%8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, "
+        "%24, %25, %26, %27, %28, %29, %30, %31},"
+        " %32, %33, p, 1, 1;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+#endif
+}
+
+// D(64x128, fp32, registers) (+)= A(64x8, tf32, smem desc) * B(128x8, tf32, smem desc)^T.
 __device__ __forceinline__ void wgmma_m64n128k8_tf32(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
                                                      int scale_d) {
 #if GE_SM90_ENABLED
@@ -305,11 +329,12 @@ __device__ __forceinline__ void wgmma_m64n256k8_tf32(float (&d)[128], uint64_t d
 #endif
 }
 
-// wgmma m64nNk8 TF32 for N in {128, 256}.
+// wgmma m64nNk8 TF32 for N in {64, 128, 256}.
 template <int N>
 __device__ __forceinline__ void wgmma_tf32(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-    static_assert(N == 128 || N == 256, "wrapped wgmma shapes: m64n128k8, m64n256k8");
-    if constexpr (N == 128) wgmma_m64n128k8_tf32(d, desc_a, desc_b, scale_d);
+    static_assert(N == 64 || N == 128 || N == 256, "wrapped wgmma shapes: m64n64k8, m64n128k8, m64n256k8");
+    if constexpr (N == 64) wgmma_m64n64k8_tf32(d, desc_a, desc_b, scale_d);
+    else if constexpr (N == 128) wgmma_m64n128k8_tf32(d, desc_a, desc_b, scale_d);
     else wgmma_m64n256k8_tf32(d, desc_a, desc_b, scale_d);
 }
 

@@ -50,7 +50,6 @@ template <int TILE_M, int TILE_N, int TILE_K, int STAGES>
 struct SharedStorage {
     static constexpr uint32_t kABytes = TILE_M * TILE_K * sizeof(float);
     static constexpr uint32_t kBBytes = TILE_N * TILE_K * sizeof(float);
-    static constexpr uint32_t kStageBytes = kABytes + kBBytes;  // expect-tx per stage
     static_assert(TILE_K * sizeof(float) == 128, "TILE_K must span exactly one 128B swizzle row");
     static_assert(kABytes % kSwizzleAtomBytes == 0 && kBBytes % kSwizzleAtomBytes == 0,
                   "tiles must be whole swizzle atoms to keep every stage 1024-byte aligned");

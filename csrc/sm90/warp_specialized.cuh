@@ -86,7 +86,7 @@ struct KernelConfig {
     // counters per stream-K cluster tile, one per (rank, part).
     static constexpr int STREAM_K_SLOT_FLOATS = CLUSTER_M * TILE_M * TILE_N;
 
-    static_assert(TILE_N == 128 || TILE_N == 256, "wrapped wgmma shapes: m64n128k8, m64n256k8");
+    static_assert(TILE_N == 64 || TILE_N == 128 || TILE_N == 256, "wrapped wgmma shapes: m64n64k8, m64n128k8, m64n256k8");
     static_assert(CONSUMER_ROWS % WGMMA_M == 0, "rows per consumer: multiple of 64 (one warpgroup wgmma)");
     static_assert(M_ATOMS * ACC_PER_ATOM <= 128, "accumulator above 128 registers per thread");
     static_assert(M_ATOMS * ACC_PER_ATOM * WARPGROUP_THREADS == CONSUMER_ROWS * TILE_N, "a consumer's partial is its rows");
@@ -122,6 +122,8 @@ __device__ __forceinline__ void produce(const GeSm90Params &p, typename Cfg::Sto
                                         const typename Cfg::Scheduler &sched, const StreamKSchedule &work,
                                         int cta_rank) {
     constexpr uint32_t kSliceElems = Cfg::B_SLICE_ROWS * Cfg::TILE_K;
+    // What TMA writes into a stage: the X box (p.x_box_rows <= TILE_M rows) and the whole W tile.
+    const uint32_t stage_bytes = static_cast<uint32_t>(p.x_box_rows) * Cfg::TILE_K * sizeof(float) + Cfg::Storage::kBBytes;
     PipelineState pipe{0, 0};
     const int items = work.items();
     for (int j = 0; j < items; ++j) {
@@ -130,8 +132,8 @@ __device__ __forceinline__ void produce(const GeSm90Params &p, typename Cfg::Sto
         const int m0 = tile.m0 + cta_rank * Cfg::TILE_M;
         for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
             ptx::mbarrier_wait(&s.empty[pipe.stage], pipe.phase ^ 1);  // first lap passes at once
-            ptx::mbarrier_arrive_expect_tx(&s.full[pipe.stage], Cfg::Storage::kStageBytes);
-            // (TILE_M, TILE_K) of X at (m0, k0); OOB rows/columns -> zeros.
+            ptx::mbarrier_arrive_expect_tx(&s.full[pipe.stage], stage_bytes);
+            // (x_box_rows, TILE_K) of X at (m0, k0); OOB rows/columns -> zeros.
             ptx::tma_load_2d(s.a[pipe.stage], &p.x_map, &s.full[pipe.stage], kb * Cfg::TILE_K, m0);
             if constexpr (Cfg::CLUSTER_M == 1) {
                 // (TILE_N, TILE_K) of W at (n0, k0).

@@ -32,6 +32,12 @@ pub const GE_SM90_PINGPONG64_TILE_K: u32 = 32;
 pub const GE_SM90_PINGPONG64_STAGES: u32 = 8;
 pub const GE_SM90_PINGPONG64_THREADS: u32 = 384;
 pub const GE_SM90_PINGPONG64_SMEM_BYTES: u32 = 231424;
+pub const GE_SM90_PINGPONG64X64_TILE_M: u32 = 64;
+pub const GE_SM90_PINGPONG64X64_TILE_N: u32 = 64;
+pub const GE_SM90_PINGPONG64X64_TILE_K: u32 = 32;
+pub const GE_SM90_PINGPONG64X64_STAGES: u32 = 12;
+pub const GE_SM90_PINGPONG64X64_THREADS: u32 = 384;
+pub const GE_SM90_PINGPONG64X64_SMEM_BYTES: u32 = 231424;
 pub const GE_SM90_PINGPONG_CLUSTER_M: u32 = 2;
 pub const GE_SM90_PINGPONG_C2_W_BOX_ROWS: u32 = 64;
 pub const GE_SM90_COOP_TILE_M: u32 = 128;
@@ -207,6 +213,7 @@ pub struct GeSm90Params {
     pub problem: GeProblem,
     pub stream_k: GeStreamK,
     pub store_tma: i32,
+    pub x_box_rows: i32,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
@@ -223,6 +230,8 @@ const _: () = {
         [::std::mem::offset_of!(GeSm90Params, stream_k) - 456usize];
     ["Offset of field: GeSm90Params::store_tma"]
         [::std::mem::offset_of!(GeSm90Params, store_tma) - 480usize];
+    ["Offset of field: GeSm90Params::x_box_rows"]
+        [::std::mem::offset_of!(GeSm90Params, x_box_rows) - 484usize];
 };
 impl Default for GeSm90Params {
     fn default() -> Self {

@@ -380,7 +380,7 @@ impl Case {
     pub fn auto_may_pick(&self, kernel: Kernel, hopper: bool) -> bool {
         let truncate_ok = self.effective_rounding(hopper) == Tf32Rounding::Truncate;
         if hopper && self.tma_ok() && truncate_ok {
-            matches!(kernel, Kernel::Sm90Pingpong | Kernel::Sm90Pingpong64 | Kernel::Sm90CooperativeCluster2)
+            matches!(kernel, Kernel::Sm90Pingpong | Kernel::Sm90Pingpong64 | Kernel::Sm90Pingpong64x64 | Kernel::Sm90CooperativeCluster2)
         } else if self.vec4_ok() {
             kernel.family() == Family::MmaSync
                 && needs_vec4(kernel)
