@@ -153,7 +153,8 @@ typedef struct GeSm90Params {
  * Entry: ge_sm90_tf32_128x128x32_s6_pingpong. Grid: min(num_tiles, num_SMs) CTAs, 1-D, no
  * cluster; num_tiles = ceil(m/TILE_M) * ceil(n/TILE_N). Dynamic smem: SMEM_BYTES (the stages,
  * the epilogue buffers, the mbarriers and 1024 bytes of alignment slack). Tensor map boxes:
- * {TILE_K, TILE_M} for X, {TILE_K, TILE_N} for W, {STORE_BOX_COLS, TILE_M} for out. */
+ * {TILE_K, x_box_rows} for X (TILE_M rows, fewer when m < TILE_M: GeSm90Params), {TILE_K,
+ * TILE_N} for W, {STORE_BOX_COLS, TILE_M} for out. */
 #define GE_SM90_PINGPONG_TILE_M 128
 #define GE_SM90_PINGPONG_TILE_N 128
 #define GE_SM90_PINGPONG_TILE_K 32
@@ -207,7 +208,7 @@ typedef struct GeSm90Params {
  *     clusters from cuOccupancyMaxActiveClusters with this block, smem and cluster shape (the
  *     clusters are persistent: the grid is what is resident at once, not one wave more);
  *   - block GE_SM90_PINGPONG_THREADS, dynamic smem GE_SM90_PINGPONG_SMEM_BYTES;
- *   - tensor map boxes: {TILE_K, TILE_M} for X (unchanged), {TILE_K, W_BOX_ROWS} for W.
+ *   - tensor map boxes: {TILE_K, x_box_rows} for X (as above), {TILE_K, W_BOX_ROWS} for W.
  * Rows of the second CTA past m (m <= 128, or m % 256 in 1..128) are zero-filled by TMA and not
  * stored; that CTA still loads and multicasts its W slice. */
 #define GE_SM90_PINGPONG_CLUSTER_M 2
@@ -217,7 +218,7 @@ typedef struct GeSm90Params {
  * rows of it (m64n256k8 wgmmas: fewer shared-memory bytes per FLOP than the ping-pong's
  * m64n128k8), 128x256x32 tiles, 4 stages. Entry: ge_sm90_tf32_128x256x32_s4_cooperative. Grid,
  * launch and smem as for "pingpong"; num_tiles = ceil(m/TILE_M) * ceil(n/TILE_N) with these
- * tiles. Tensor map boxes: {TILE_K, TILE_M} for X, {TILE_K, TILE_N} for W, {STORE_BOX_COLS,
+ * tiles. Tensor map boxes: {TILE_K, x_box_rows} for X, {TILE_K, TILE_N} for W, {STORE_BOX_COLS,
  * TILE_M / 2} for out. */
 #define GE_SM90_COOP_TILE_M 128
 #define GE_SM90_COOP_TILE_N 256
