@@ -167,35 +167,18 @@ const fn sm90_pingpong(name: &'static str, cluster_m: u32, w_box_rows: u32) -> S
     }
 }
 
-/// The sm_90 ping-pong kernel's contract with the 64-row configuration's tile and stages (no
-/// cluster).
-const fn sm90_pingpong64(name: &'static str) -> Spec {
-    use sys::*;
+/// The sm_90 ping-pong kernel's contract with another tile and stage count (no cluster): the
+/// 64-row configurations, whose header constants come in the same five.
+const fn sm90_pingpong_tile(name: &'static str, tile: (u32, u32, u32), stages: u32, threads: u32, smem_bytes: u32) -> Spec {
     Spec {
-        tile_m: GE_SM90_PINGPONG64_TILE_M,
-        tile_n: GE_SM90_PINGPONG64_TILE_N,
-        tile_k: GE_SM90_PINGPONG64_TILE_K,
-        stages: GE_SM90_PINGPONG64_STAGES,
-        threads: GE_SM90_PINGPONG64_THREADS,
-        smem_bytes: GE_SM90_PINGPONG64_SMEM_BYTES,
-        out_box_rows: GE_SM90_PINGPONG64_TILE_M,
-        ..sm90_pingpong(name, 1, GE_SM90_PINGPONG64_TILE_N)
-    }
-}
-
-/// The sm_90 ping-pong kernel's contract with the 64×64 configuration's tile and stages (no
-/// cluster).
-const fn sm90_pingpong64x64(name: &'static str) -> Spec {
-    use sys::*;
-    Spec {
-        tile_m: GE_SM90_PINGPONG64X64_TILE_M,
-        tile_n: GE_SM90_PINGPONG64X64_TILE_N,
-        tile_k: GE_SM90_PINGPONG64X64_TILE_K,
-        stages: GE_SM90_PINGPONG64X64_STAGES,
-        threads: GE_SM90_PINGPONG64X64_THREADS,
-        smem_bytes: GE_SM90_PINGPONG64X64_SMEM_BYTES,
-        out_box_rows: GE_SM90_PINGPONG64X64_TILE_M,
-        ..sm90_pingpong(name, 1, GE_SM90_PINGPONG64X64_TILE_N)
+        tile_m: tile.0,
+        tile_n: tile.1,
+        tile_k: tile.2,
+        stages,
+        threads,
+        smem_bytes,
+        out_box_rows: tile.0,
+        ..sm90_pingpong(name, 1, tile.1)
     }
 }
 
@@ -254,8 +237,20 @@ impl Kernel {
             Kernel::Sm80Small => sm80("ge_sm80_tf32_64x64x32_s4_vec4", GE_SM80_SMALL_TILE_M, GE_SM80_SMALL_TILE_N, GE_SM80_SMALL_TILE_K, GE_SM80_SMALL_STAGES, GE_SM80_SMALL_THREADS, true, Tf32Rounding::Nearest),
             Kernel::Sm80SmallScalar => sm80("ge_sm80_tf32_64x64x32_s4_scalar", GE_SM80_SMALL_TILE_M, GE_SM80_SMALL_TILE_N, GE_SM80_SMALL_TILE_K, GE_SM80_SMALL_STAGES, GE_SM80_SMALL_THREADS, false, Tf32Rounding::Nearest),
             Kernel::Sm90Pingpong => sm90_pingpong("ge_sm90_tf32_128x128x32_s6_pingpong", 1, GE_SM90_PINGPONG_TILE_N),
-            Kernel::Sm90Pingpong64 => sm90_pingpong64("ge_sm90_tf32_64x128x32_s8_pingpong"),
-            Kernel::Sm90Pingpong64x64 => sm90_pingpong64x64("ge_sm90_tf32_64x64x32_s12_pingpong"),
+            Kernel::Sm90Pingpong64 => sm90_pingpong_tile(
+                "ge_sm90_tf32_64x128x32_s8_pingpong",
+                (GE_SM90_PINGPONG64_TILE_M, GE_SM90_PINGPONG64_TILE_N, GE_SM90_PINGPONG64_TILE_K),
+                GE_SM90_PINGPONG64_STAGES,
+                GE_SM90_PINGPONG64_THREADS,
+                GE_SM90_PINGPONG64_SMEM_BYTES,
+            ),
+            Kernel::Sm90Pingpong64x64 => sm90_pingpong_tile(
+                "ge_sm90_tf32_64x64x32_s12_pingpong",
+                (GE_SM90_PINGPONG64X64_TILE_M, GE_SM90_PINGPONG64X64_TILE_N, GE_SM90_PINGPONG64X64_TILE_K),
+                GE_SM90_PINGPONG64X64_STAGES,
+                GE_SM90_PINGPONG64X64_THREADS,
+                GE_SM90_PINGPONG64X64_SMEM_BYTES,
+            ),
             Kernel::Sm90PingpongCluster2 => sm90_pingpong(
                 "ge_sm90_tf32_128x128x32_s6_pingpong_c2",
                 GE_SM90_PINGPONG_CLUSTER_M,
@@ -472,12 +467,11 @@ mod tests {
         assert_eq!((coop.tile_m, coop.tile_n, coop.stages, coop.out_box_rows, coop.w_box_rows), (128, 256, 4, 64, 256));
         assert_eq!(one.out_box_rows, 128);
         // The 64-row ping-pong: the same kernel, block and shared memory with half-height tiles.
-        let p64 = Kernel::Sm90Pingpong64.spec();
-        assert_eq!((p64.tile_m, p64.tile_n, p64.stages, p64.out_box_rows, p64.w_box_rows), (64, 128, 8, 64, 128));
-        assert_eq!((p64.threads, p64.smem_bytes, p64.cluster_m, p64.tile_parts), (one.threads, one.smem_bytes, 1, 1));
-        let p64x64 = Kernel::Sm90Pingpong64x64.spec();
-        assert_eq!((p64x64.tile_m, p64x64.tile_n, p64x64.stages, p64x64.out_box_rows, p64x64.w_box_rows), (64, 64, 12, 64, 64));
-        assert_eq!((p64x64.threads, p64x64.smem_bytes, p64x64.cluster_m, p64x64.tile_parts), (one.threads, one.smem_bytes, 1, 1));
+        for (k, tile_n, stages) in [(Kernel::Sm90Pingpong64, 128, 8), (Kernel::Sm90Pingpong64x64, 64, 12)] {
+            let s = k.spec();
+            assert_eq!((s.tile_m, s.tile_n, s.stages, s.out_box_rows, s.w_box_rows), (64, tile_n, stages, 64, tile_n), "{k}");
+            assert_eq!((s.threads, s.smem_bytes, s.cluster_m, s.tile_parts), (one.threads, one.smem_bytes, 1, 1), "{k}");
+        }
         for k in Kernel::ALL {
             let s = k.spec();
             assert_eq!(s.tile_parts, s.tile_m / s.out_box_rows, "{k}: one part per consumer sharing the tile");

@@ -38,7 +38,7 @@ enum class Schedule { PingPong, Cooperative };
 template <int TILE_M_, int TILE_N_, int TILE_K_, int STAGES_, Schedule SCHEDULE_, int CLUSTER_M_ = 1, int GROUP_M_ = 8,
           class EPILOGUE_ = ge::epilogue::BiasScaleResidual>
 struct KernelConfig {
-    static constexpr int TILE_M = TILE_M_;  // rows of X / out per CTA tile (one TMA box)
+    static constexpr int TILE_M = TILE_M_;  // rows of X / out per CTA tile (one TMA box, fewer rows when m is smaller)
     static constexpr int TILE_N = TILE_N_;  // rows of W / columns of out per CTA tile
     static constexpr int TILE_K = TILE_K_;  // K per stage: one 128-byte swizzle row
     static constexpr int STAGES = STAGES_;  // smem ring depth, shared by both consumers
