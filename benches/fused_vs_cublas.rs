@@ -9,14 +9,14 @@
 //! - `cublas_gemm_alone`: cuBLAS TF32 GEMM, no bias, no epilogue: the ceiling to beat.
 //!
 //! On the reference shape, 4096³, 8192³ and the M ≤ 256 shapes one more row times the sm_90
-//! 128×128 ping-pong kernel forced (`sm90_pingpong`, [`Kernel::Sm90Pingpong`]): on the H200
-//! `Dispatch::Auto` picks the cooperative cluster kernel for the large shapes, the 64-row
-//! ping-pong ([`Kernel::Sm90Pingpong64`]) when its tiles fit in one wave, and the 128×128
-//! ping-pong in between. On the reference shape two
-//! more rows time the mma.sync path forced (it is the fallback on sm_90 and the default before
-//! it): `mma_sync_128x256_trunc` ([`Kernel::Sm80WideTrunc`], operands truncated to TF32 by the
-//! tensor cores) and `mma_sync_128x256_round` ([`Kernel::Sm80Wide`], rounded to nearest in
-//! registers).
+//! 128×128 ping-pong kernel forced (`sm90_pingpong`, [`Kernel::Sm90Pingpong128x128`]): on the
+//! H200 `Dispatch::Auto` picks the cooperative cluster kernel for the large shapes, a 64-row
+//! ping-pong ([`Kernel::Sm90Pingpong64x128`], [`Kernel::Sm90Pingpong64x64`]) when its tiles fit
+//! in one wave, and the 128×128 ping-pong in between. On the reference shape two more rows time
+//! the mma.sync path forced (it is the fallback on sm_90 and the default before it):
+//! `mma_sync_128x256_trunc` ([`Kernel::Sm80Mma128x256Vec4Trunc`], operands truncated to TF32 by
+//! the tensor cores) and `mma_sync_128x256_round` ([`Kernel::Sm80Mma128x256Vec4`], rounded to
+//! nearest in registers).
 //!
 //! Throughput is `Throughput::Elements(2·M·N·K)`: criterion's "elements" are FLOP here, so its
 //! `elem/s` column reads as FLOP/s.
@@ -24,7 +24,7 @@
 //! Criterion runs the four functions one after the other; clocks drift with power (700 W cap), so
 //! for ratios each shape ALSO gets an interleaved measurement outside criterion: after warm-up,
 //! `ROUNDS` rounds, each timing every variant once, in orders where each variant follows every
-//! other equally often (`baseline::timing::round_order`), each sample being a batch of calls sized to ≥ ~0.5 ms. The medians, TFLOP/s and ratios are printed
+//! other equally often (`testbed::timing::round_order`), each sample being a batch of calls sized to ≥ ~0.5 ms. The medians, TFLOP/s and ratios are printed
 //! and appended as markdown to `target/interleaved.md` (path relative to where it runs: the
 //! repository root under `cargo bench`).
 //!
@@ -57,10 +57,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use criterion::{Criterion, Throughput};
-use gemm_epilogue::reference::SplitMix64 as Rng;
-use gemm_epilogue::baseline::{timing, CublasBaseline, CublasLtLinear, CublasLtPlan};
 use gemm_epilogue::cudarc::driver::sys::CUevent_flags;
 use gemm_epilogue::cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream};
+use gemm_epilogue::testbed::reference::SplitMix64 as Rng;
+use gemm_epilogue::testbed::{self, timing, CublasBaseline, CublasLtLinear, CublasLtPlan};
 use gemm_epilogue::{cuda_context, Dispatch, FusedGemm, Kernel, MatrixMut, MatrixRef, Plan};
 
 const SCALE: f32 = 0.5;
@@ -104,7 +104,7 @@ enum Variant {
 }
 const VARIANTS: [Variant; 4] = [Variant::Fused, Variant::CublasElementwise, Variant::CublasLt, Variant::CublasGemm];
 /// The mma.sync rows of the reference shape.
-const MMA_SYNC: [Variant; 2] = [Variant::Forced(Kernel::Sm80WideTrunc), Variant::Forced(Kernel::Sm80Wide)];
+const MMA_SYNC: [Variant; 2] = [Variant::Forced(Kernel::Sm80Mma128x256Vec4Trunc), Variant::Forced(Kernel::Sm80Mma128x256Vec4)];
 /// Shapes that also time the 128×128 ping-pong kernel forced: the large square-ish ones, where
 /// `Dispatch::Auto` picks the cooperative cluster kernel on the H200, and the small-M ones, where
 /// it picks the 64-row ping-pong (the 128-row one is Auto's pick in between).
@@ -117,9 +117,9 @@ impl Variant {
             Variant::CublasElementwise => "cuBLAS GEMM + elementwise",
             Variant::CublasLt => "cuBLASLt bias+alpha (1 call)",
             Variant::CublasGemm => "cuBLAS GEMM alone (no bias/epilogue)",
-            Variant::Forced(Kernel::Sm80WideTrunc) => "ours, mma.sync 128×256, truncated operands",
-            Variant::Forced(Kernel::Sm80Wide) => "ours, mma.sync 128×256, rounded operands",
-            Variant::Forced(Kernel::Sm90Pingpong) => "ours, sm90 ping-pong 128×128 (forced)",
+            Variant::Forced(Kernel::Sm80Mma128x256Vec4Trunc) => "ours, mma.sync 128×256, truncated operands",
+            Variant::Forced(Kernel::Sm80Mma128x256Vec4) => "ours, mma.sync 128×256, rounded operands",
+            Variant::Forced(Kernel::Sm90Pingpong128x128) => "ours, sm90 ping-pong 128×128 (forced)",
             Variant::Forced(_) => "ours, forced kernel",
         }
     }
@@ -131,9 +131,9 @@ impl Variant {
             Variant::CublasElementwise => "cublas_plus_elementwise",
             Variant::CublasLt => "cublaslt_bias_alpha",
             Variant::CublasGemm => "cublas_gemm_alone",
-            Variant::Forced(Kernel::Sm80WideTrunc) => "mma_sync_128x256_trunc",
-            Variant::Forced(Kernel::Sm80Wide) => "mma_sync_128x256_round",
-            Variant::Forced(Kernel::Sm90Pingpong) => "sm90_pingpong",
+            Variant::Forced(Kernel::Sm80Mma128x256Vec4Trunc) => "mma_sync_128x256_trunc",
+            Variant::Forced(Kernel::Sm80Mma128x256Vec4) => "mma_sync_128x256_round",
+            Variant::Forced(Kernel::Sm90Pingpong128x128) => "sm90_pingpong",
             Variant::Forced(_) => "forced",
         }
     }
@@ -143,7 +143,7 @@ impl Variant {
 fn variants(group: &str) -> Vec<Variant> {
     let mut v = VARIANTS.to_vec();
     if PINGPONG_TOO.contains(&group) {
-        v.push(Variant::Forced(Kernel::Sm90Pingpong));
+        v.push(Variant::Forced(Kernel::Sm90Pingpong128x128));
     }
     if group == REFERENCE {
         v.extend(MMA_SYNC);
@@ -189,7 +189,7 @@ impl<'g> Case<'g> {
         lt: &'g CublasLtLinear,
         (m, n, k): (usize, usize, usize),
         variants: Vec<Variant>,
-    ) -> gemm_epilogue::Result<Self> {
+    ) -> testbed::Result<Self> {
         let seed = fresh_seed(m, n, k);
         let mut rng = Rng::new(seed);
         let a = 1.0 / (k as f32).sqrt();
@@ -290,7 +290,7 @@ impl<'g> Case<'g> {
     }
 
     /// Enqueues one call of `v` on the stream.
-    fn launch(&mut self, v: Variant) -> gemm_epilogue::Result<()> {
+    fn launch(&mut self, v: Variant) -> testbed::Result<()> {
         let (m, n, k) = (self.m, self.n, self.k);
         let x = MatrixRef::from_slice(&self.x, m, k);
         let w = MatrixRef::from_slice(&self.w, n, k);
@@ -301,7 +301,8 @@ impl<'g> Case<'g> {
                 Some(ws) => self.gemm.run_with_workspace(&self.stream, &x, &w, Some(&b), SCALE, &mut out, &mut ws.as_view_mut()),
                 None => self.gemm.run(&self.stream, &x, &w, Some(&b), SCALE, &mut out),
             }
-            .map(|_| ()),
+            .map(|_| ())
+            .map_err(Into::into),
             Variant::CublasElementwise => self.blas.linear_scale_residual(&x, &w, Some(&b), SCALE, &mut out),
             Variant::CublasLt => match &self.lt_plan {
                 Some(plan) => self.lt.run(plan, &x, &w, &mut out),
@@ -316,6 +317,7 @@ impl<'g> Case<'g> {
                     None => forced.run(&self.stream, &x, &w, Some(&b), SCALE, &mut out),
                 }
                 .map(|_| ())
+                .map_err(Into::into)
             }
         }
     }
@@ -366,7 +368,7 @@ impl<'g> Case<'g> {
 // Interleaved measurement
 
 /// Median ms per call of each of `case.variants` (None: unavailable), timed interleaved
-/// (`baseline::timing`) with samples of at least `sample_ms`.
+/// (`testbed::timing`) with samples of at least `sample_ms`.
 fn interleaved(case: &mut Case<'_>, rounds: usize, sample_ms: f64) -> (Vec<Option<f64>>, u64) {
     let (ctx, stream, variants) = (case.ctx.clone(), case.stream.clone(), case.variants.clone());
     let unavailable: Vec<bool> = variants.iter().map(|&v| !case.available(v)).collect();

@@ -24,10 +24,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use gemm_epilogue::reference::SplitMix64 as Rng;
-use gemm_epilogue::baseline::{timing, CublasBaseline, CublasLtLinear, CublasLtPlan};
 use gemm_epilogue::cudarc::driver::{CudaContext, CudaSlice, CudaStream};
-use gemm_epilogue::reference::{self, HostMatrix};
+use gemm_epilogue::testbed::reference::{self, HostMatrix, SplitMix64 as Rng};
+use gemm_epilogue::testbed::{self, timing, CublasBaseline, CublasLtLinear, CublasLtPlan};
 use gemm_epilogue::{cuda_context, FusedGemm, MatrixMut, MatrixRef, Plan};
 
 const USAGE: &str = "\
@@ -154,7 +153,7 @@ struct Job {
 }
 
 impl Job {
-    fn launch(&mut self, v: Variant) -> gemm_epilogue::Result<Option<Plan>> {
+    fn launch(&mut self, v: Variant) -> testbed::Result<Option<Plan>> {
         let (m, n, k, s) = (self.o.m, self.o.n, self.o.k, self.o.scale);
         let x = MatrixRef::from_slice(&self.x, m, k);
         let w = MatrixRef::from_slice(&self.w, n, k);
@@ -164,7 +163,8 @@ impl Job {
             Variant::Ours => match &mut self.workspace {
                 Some(ws) => self.gemm.run_with_workspace(&self.stream, &x, &w, b.as_ref(), s, &mut out, &mut ws.as_view_mut()),
                 None => self.gemm.run(&self.stream, &x, &w, b.as_ref(), s, &mut out),
-            },
+            }
+            .map_err(Into::into),
             Variant::CublasElementwise => self.blas.linear_scale_residual(&x, &w, b.as_ref(), s, &mut out).map(|_| None),
             Variant::CublasLt => match &self.lt_plan {
                 Some(plan) => self.lt.run(plan, &x, &w, &mut out).map(|_| None),
@@ -175,8 +175,8 @@ impl Job {
     }
 
     /// Median ms per call of each variant (indexed like `VARIANTS`), interleaved in balanced
-    /// orders (`baseline::timing::round_order`) after ~0.3 s of warm-up, and the calls per sample.
-    fn time(&mut self) -> gemm_epilogue::Result<([Option<f64>; 4], u64)> {
+    /// orders (`testbed::timing::round_order`) after ~0.3 s of warm-up, and the calls per sample.
+    fn time(&mut self) -> testbed::Result<([Option<f64>; 4], u64)> {
         let (ctx, stream, reps, sample_ms) = (self.ctx.clone(), self.stream.clone(), self.o.reps, self.o.sample_ms);
         let no_lt = self.lt_plan.is_none();
         let skip = |i: usize| VARIANTS[i] == Variant::CublasLt && no_lt;
@@ -245,7 +245,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(o: Opts, ctx: Arc<CudaContext>) -> gemm_epilogue::Result<ExitCode> {
+fn run(o: Opts, ctx: Arc<CudaContext>) -> testbed::Result<ExitCode> {
     let gemm = match FusedGemm::new(&ctx) {
         Ok(g) => g,
         Err(e) => {

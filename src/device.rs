@@ -27,8 +27,10 @@ pub fn cuda_context(ordinal: usize) -> Result<Arc<CudaContext>> {
     Ok(CudaContext::new(ordinal)?)
 }
 
-/// What kernel selection needs to know about a device.
+/// What kernel selection needs to know about a device (what fits of each kernel at once is the
+/// loaded kernels' business: [`crate::FusedGemm::wave`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeviceInfo {
     /// Compute capability (major, minor), e.g. (9, 0) for H100/H200.
     pub compute_capability: (i32, i32),
@@ -36,18 +38,6 @@ pub struct DeviceInfo {
     pub sm_count: u32,
     /// Largest dynamic shared memory a block may opt into, in bytes.
     pub max_smem_per_block: u32,
-    /// How many 2-CTA clusters of the cluster kernels
-    /// ([`Kernel::Sm90PingpongCluster2`](crate::Kernel::Sm90PingpongCluster2),
-    /// [`Kernel::Sm90CooperativeCluster2`](crate::Kernel::Sm90CooperativeCluster2): one block
-    /// size and shared-memory size) can be resident at once: `cuOccupancyMaxActiveClusters`, asked
-    /// when the kernels are loaded. 0 where they cannot run (not sm_90, or the query failed or
-    /// said 0); a persistent cluster kernel launches at most this many clusters.
-    pub max_active_clusters: u32,
-    /// How many CTAs of each kernel can be resident on one SM at once, indexed like
-    /// [`Kernel::ALL`](crate::Kernel::ALL): `cuOccupancyMaxActiveBlocksPerMultiprocessor` with the
-    /// kernel's block size and shared memory, asked when the kernels are loaded (1 until then, and
-    /// for a kernel the device cannot run). Stream-K sizes an mma.sync kernel's waves with it.
-    pub ctas_per_sm: [u32; crate::kernels::KERNEL_COUNT],
 }
 
 impl DeviceInfo {
@@ -57,19 +47,7 @@ impl DeviceInfo {
         let sm_count = ctx.attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let max_smem_per_block =
             ctx.attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
-        // Filled by `LoadedKernels::load`, which needs the loaded kernels to ask.
-        Ok(Self {
-            compute_capability,
-            sm_count,
-            max_smem_per_block,
-            max_active_clusters: 0,
-            ctas_per_sm: [1; crate::kernels::KERNEL_COUNT],
-        })
-    }
-
-    /// CTAs of `kernel` resident at once on the whole device (at least one per SM).
-    pub fn resident_ctas(&self, kernel: crate::Kernel) -> u32 {
-        self.sm_count * self.ctas_per_sm[kernel.index()].max(1)
+        Ok(Self { compute_capability, sm_count, max_smem_per_block })
     }
 
     /// True on sm_90 (H100, H200, GH200): the only chips the sm_90a wgmma kernels run on.

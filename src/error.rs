@@ -1,9 +1,8 @@
 //! Every way a call can refuse or fail. Validation errors are returned before anything is
-//! launched or written; driver and cuBLAS errors carry the raw status.
+//! launched or written; driver errors carry the raw status.
 
 use std::fmt;
 
-use cudarc::cublas::result::CublasError;
 use cudarc::driver::DriverError;
 
 use crate::kernels::Kernel;
@@ -110,10 +109,6 @@ pub enum Error {
     },
     /// A CUDA driver call failed.
     Driver(DriverError),
-    /// A cuBLAS call failed (baselines only).
-    Cublas(CublasError),
-    /// A cuBLASLt call failed (the [`crate::baseline::CublasLtLinear`] baseline only).
-    CublasLt(cudarc::cublaslt::result::CublasError),
 }
 
 impl fmt::Display for Error {
@@ -158,29 +153,22 @@ impl fmt::Display for Error {
                 write!(f, "kernel {} cannot run here: {reason}", kernel.name())
             }
             Error::Driver(e) => write!(f, "CUDA driver error: {e:?}"),
-            Error::Cublas(e) => write!(f, "cuBLAS error: {e:?}"),
-            Error::CublasLt(e) => write!(f, "cuBLASLt error: {e:?}"),
         }
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Driver(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<DriverError> for Error {
     fn from(e: DriverError) -> Self {
         Error::Driver(e)
-    }
-}
-
-impl From<CublasError> for Error {
-    fn from(e: CublasError) -> Self {
-        Error::Cublas(e)
-    }
-}
-
-impl From<cudarc::cublaslt::result::CublasError> for Error {
-    fn from(e: cudarc::cublaslt::result::CublasError) -> Self {
-        Error::CublasLt(e)
     }
 }
 
@@ -204,7 +192,7 @@ mod tests {
             (Error::WrongContext { operand: Some(Operand::Bias) }, &["bias", "context"]),
             (Error::WrongContext { operand: None }, &["stream", "context"]),
             (Error::MisalignedWorkspace { address: 0x1004 }, &["workspace", "0x1004", "16-byte"]),
-            (Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong, reason: "needs sm_90" }, &["ge_sm90_tf32_128x128x32_s6_pingpong", "needs sm_90"]),
+            (Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128, reason: "needs sm_90" }, &["ge_sm90_pingpong_128x128x32_s6", "needs sm_90"]),
         ];
         for (error, words) in cases {
             let text = error.to_string();

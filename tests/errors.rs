@@ -249,8 +249,8 @@ fn assert_unavailable(e: &Error, kernel: Kernel) {
     assert!(e.to_string().contains(kernel.name()), "{e}");
 }
 
-/// Inputs the 16-byte-load kernels cannot take: x or w not 16-byte aligned, K % 4 ≠ 0,
-/// leading dimensions not multiples of 4.
+/// Inputs the kernels that read 16-byte rows cannot take without a workspace: x or w not 16-byte
+/// aligned, K % 4 ≠ 0, leading dimensions not multiples of 4.
 fn unaligned_calls() -> Vec<(&'static str, Call)> {
     let (m, n, k) = (130, 70, 64);
     let mut v = Vec::new();
@@ -271,8 +271,10 @@ fn unaligned_calls() -> Vec<(&'static str, Call)> {
     v
 }
 
+/// The TMA + wgmma kernels refuse what TMA cannot read (rows that are not 16-byte aligned, with
+/// no workspace; K = 0), and off sm_90 everything.
 #[test]
-fn forced_sm90_pingpong_on_unsupported_input() {
+fn forced_tma_wgmma_kernels_on_unsupported_input() {
     let Some(g) = common::gpu() else { return };
     for kernel in Kernel::ALL.into_iter().filter(|k| k.family() == Family::TmaWgmma) {
         let mut calls = unaligned_calls();
@@ -293,15 +295,15 @@ fn forced_sm90_pingpong_on_unsupported_input() {
     }
 }
 
+/// The mma.sync kernels that read 16-byte rows ([`Kernel::needs_aligned_rows`]) refuse operands
+/// whose rows are not 16-byte aligned when there is no workspace to repack them into.
 #[test]
-fn forced_vec4_kernels_on_unaligned_input() {
+fn forced_aligned_row_kernels_on_unaligned_input() {
     let Some(g) = common::gpu() else { return };
-    let vec4: Vec<Kernel> = Kernel::ALL
-        .into_iter()
-        .filter(|&k| common::needs_vec4(k) && k.family() == gemm_epilogue::Family::MmaSync)
-        .collect();
-    assert!(vec4.contains(&Kernel::Sm80Large) && vec4.contains(&Kernel::Sm80Small));
-    for kernel in vec4 {
+    let aligned_rows: Vec<Kernel> =
+        Kernel::ALL.into_iter().filter(|&k| k.needs_aligned_rows() && k.family() == Family::MmaSync).collect();
+    assert!(aligned_rows.contains(&Kernel::Sm80Mma128x128Vec4) && aligned_rows.contains(&Kernel::Sm80Mma64x64Vec4));
+    for kernel in aligned_rows {
         for (what, mut c) in unaligned_calls() {
             c.dispatch = Dispatch::Force(kernel);
             let e = expect_err(&g, c);
@@ -317,7 +319,7 @@ fn forced_vec4_kernels_on_unaligned_input() {
 fn validation_comes_before_kernel_selection() {
     let Some(g) = common::gpu() else { return };
     let mut c = Call::new(64, 64, 6);
-    c.dispatch = Dispatch::Force(Kernel::Sm80Large);
+    c.dispatch = Dispatch::Force(Kernel::Sm80Mma128x128Vec4);
     c.bias = Some((0, 63));
     let e = expect_err(&g, c);
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e:?}");

@@ -44,15 +44,15 @@ fn run_can_be_captured_into_a_cuda_graph_and_replayed() {
     ];
     if g.is_hopper() {
         // cuLaunchKernelEx with a cluster attribute, captured like any launch.
-        cases.push(Case::new(300, 200, 128).scale(0.5).force(Kernel::Sm90PingpongCluster2));
-        cases.push(Case::new(300, 300, 96).scale(3.0).force(Kernel::Sm90CooperativeCluster2));
+        cases.push(Case::new(300, 200, 128).scale(0.5).force(Kernel::Sm90Pingpong128x128Cluster2));
+        cases.push(Case::new(300, 300, 96).scale(3.0).force(Kernel::Sm90Cooperative128x256Cluster2));
     }
     for case in cases {
         let inputs = Inputs::generate(&case, &mut rng);
         let mut d = DeviceInputs::upload(&g, &inputs);
         let ws_len = {
             let (x, w) = (d.x_view(&case), d.w_view(&case));
-            g.gemm.workspace_len(&g.stream, &x, &w).expect("workspace_len")
+            g.gemm.with_dispatch(case.dispatch).workspace_len(&g.stream, &x, &w).expect("workspace_len")
         };
         let mut workspace = g.stream.alloc_zeros::<f32>(ws_len.max(1)).expect("workspace");
         let mut direct = g.stream.clone_htod(&common::poisoned(common::out_len(&case))).expect("out");

@@ -1,25 +1,26 @@
-//! Layouts and special values: strided views, views at offsets (misaligned → scalar kernels),
-//! K % 4 ≠ 0, K = 0, M = 0 / N = 0, NaN/±Inf propagation, bitwise agreement of the epilogue with
-//! the unfused `t = v*s; t + v` (no FMA contraction), and `Linear`.
+//! Layouts and special values: strided views, views at offsets (misaligned → the scalar kernels,
+//! which do not need aligned rows), K % 4 ≠ 0, K = 0, M = 0 / N = 0, NaN/±Inf propagation,
+//! bitwise agreement of the epilogue with the unfused `t = v*s; t + v` (no FMA contraction), and
+//! `Linear`.
 
 mod common;
 
 use common::{Case, DeviceInputs, Gpu, Inputs, Rng, XDist};
-use gemm_epilogue::reference::{self, RefElement};
+use gemm_epilogue::testbed::reference::{self, RefElement};
 use gemm_epilogue::{Dispatch, Error, Family, Kernel, Linear, MatrixMut, MatrixRef};
 
-/// Auto plus every kernel forced that can run `case` here.
+/// Auto plus every kernel forced that can run `case` here (the crate's answer, which must be the
+/// specified one: `common::accepts`).
 fn dispatches(g: &Gpu, case: &Case) -> Vec<Dispatch> {
-    let hopper = g.is_hopper();
     let mut v = vec![Dispatch::Auto];
-    v.extend(Kernel::ALL.into_iter().filter(|&k| case.accepts(k, hopper)).map(Dispatch::Force));
+    v.extend(Kernel::ALL.into_iter().filter(|&k| common::accepts(g, case, k)).map(Dispatch::Force));
     v
 }
 
-/// Kernels that must refuse `case` here (vec4/TMA kernels on unaligned operands).
+/// Kernels that must refuse `case` here (those reading 16-byte rows, on unaligned operands without
+/// a workspace; TMA kernels on K = 0; kernels this device cannot run).
 fn refusing(g: &Gpu, case: &Case) -> Vec<Kernel> {
-    let hopper = g.is_hopper();
-    Kernel::ALL.into_iter().filter(|&k| !case.accepts(k, hopper)).collect()
+    Kernel::ALL.into_iter().filter(|&k| !common::accepts(g, case, k)).collect()
 }
 
 fn check_all(g: &Gpu, case: Case, rng: &mut Rng) -> Vec<Option<gemm_epilogue::Plan>> {
@@ -40,12 +41,12 @@ fn strided_views() {
     let Some(g) = common::gpu() else { return };
     let mut rng = common::rng("strided_views");
     let cases = [
-        // 16-byte-compatible strides: vec4 and TMA kernels run.
+        // 16-byte-compatible strides: the kernels reading 16-byte rows (and TMA) run.
         Case::new(130, 67, 64).pad(4, 8, 3),
         Case::new(200, 130, 96).pad(12, 4, 6).scale(-1.0),
         Case::new(257, 129, 1000).pad(24, 4, 1).bias(false).scale(3.0),
         Case::new(64, 64, 32).pad(4, 4, 64).scale(1e-3).x_dist(XDist::Sym),
-        // Strides that are not multiples of 4: only the scalar kernels can run.
+        // Strides that are not multiples of 4: only the kernels reading 4-byte elements can run.
         Case::new(65, 257, 36).pad(3, 1, 5),
         Case::new(129, 33, 128).pad(1, 0, 0).scale(0.0),
         Case::new(31, 100, 100).pad(0, 2, 2).bias(false),
@@ -53,15 +54,16 @@ fn strided_views() {
     for case in cases {
         for plan in check_all(&g, case, &mut rng) {
             let plan = plan.expect("non-empty");
-            if !case.vec4_ok() {
-                assert!(common::is_scalar(plan.kernel), "{case:?} ran {plan:?}");
+            if !case.rows_aligned() {
+                assert!(!plan.kernel.needs_aligned_rows(), "{case:?} ran {plan:?}");
             }
         }
     }
 }
 
 /// Views starting inside bigger buffers. x or w not 16-byte aligned (offset 1, 2 or 3 floats)
-/// must route Auto to a scalar kernel and still be right; the output may start anywhere.
+/// must route Auto to a kernel that does not need aligned rows (4-byte loads) and still be right;
+/// the output may start anywhere.
 #[test]
 fn offset_views_route_to_scalar_kernels() {
     let Some(g) = common::gpu() else { return };
@@ -74,20 +76,20 @@ fn offset_views_route_to_scalar_kernels() {
         Case::new(64, 64, 64).pad(1, 0, 0), // aligned start, ldx % 4 != 0
     ];
     for case in misaligned {
-        assert!(!case.vec4_ok());
+        assert!(!case.rows_aligned());
         let auto = common::check(&g, &case, &mut rng).expect("ran");
-        assert!(common::is_scalar(auto.kernel), "misaligned {case:?} must run a scalar kernel, ran {auto:?}");
+        assert!(!auto.kernel.needs_aligned_rows(), "misaligned {case:?} must run a 4-byte-load kernel, ran {auto:?}");
         check_all(&g, case, &mut rng);
     }
     // Offsets that keep 16-byte alignment (and a misaligned output, which needs no alignment):
     // the fast kernels still run.
     let aligned = [Case::new(150, 70, 64).offset(4, 8, 1, 1), Case::new(256, 256, 128).offset(4, 4, 3, 2).pad(4, 0, 5)];
     for case in aligned {
-        assert!(case.vec4_ok());
+        assert!(case.rows_aligned());
         let auto = common::check(&g, &case, &mut rng).expect("ran");
         assert!(
-            !common::is_scalar(auto.kernel),
-            "aligned {case:?} should not fall back to a scalar kernel, ran {auto:?}"
+            auto.kernel.needs_aligned_rows(),
+            "aligned {case:?} should not fall back to a 4-byte-load kernel, ran {auto:?}"
         );
         check_all(&g, case, &mut rng);
     }
@@ -120,7 +122,8 @@ fn sm90_epilogue_store_paths() {
     }
 }
 
-/// K not a multiple of 4 → only scalar kernels; Auto picks one.
+/// K not a multiple of 4 → only the kernels that do not need aligned rows (4-byte loads); Auto
+/// picks one.
 #[test]
 fn k_not_multiple_of_4_uses_scalar_kernels() {
     let Some(g) = common::gpu() else { return };
@@ -128,7 +131,7 @@ fn k_not_multiple_of_4_uses_scalar_kernels() {
     for (m, n, k) in [(64, 64, 4095), (200, 130, 3), (129, 257, 1), (33, 17, 2), (130, 66, 5), (1, 1000, 4097)] {
         let case = Case::new(m, n, k).scale(rng.pick(&[0.5, 3.0, 1e-3]));
         let auto = common::check(&g, &case, &mut rng).expect("ran");
-        assert!(common::is_scalar(auto.kernel), "K = {k} must run a scalar kernel, ran {auto:?}");
+        assert!(!auto.kernel.needs_aligned_rows(), "K = {k} must run a 4-byte-load kernel, ran {auto:?}");
         check_all(&g, case, &mut rng);
     }
 }
@@ -140,7 +143,6 @@ fn k_not_multiple_of_4_uses_scalar_kernels() {
 fn workspace_repacks_unaligned_operands_for_the_fast_kernels() {
     let Some(g) = common::gpu() else { return };
     let mut rng = common::rng("workspace_repacks_unaligned_operands_for_the_fast_kernels");
-    let hopper = g.is_hopper();
     let cases = [
         (Case::new(512, 640, 1023), true, true),                  // K % 4 != 0: both operands
         (Case::new(1000, 384, 1001).bias(false).scale(3.0), true, true),
@@ -151,28 +153,26 @@ fn workspace_repacks_unaligned_operands_for_the_fast_kernels() {
         let case = case.workspace(true);
         let plan = common::check(&g, &case, &mut rng).expect("ran");
         assert_eq!((plan.repack_x, plan.repack_w), (rx, rw), "{plan:?} for {case:?}");
-        assert!(common::needs_vec4(plan.kernel), "{plan:?} for {case:?}");
+        assert!(plan.kernel.needs_aligned_rows(), "{plan:?} for {case:?}");
         for kernel in Kernel::ALL {
-            if kernel.family() == Family::TmaWgmma && !hopper {
+            // With a workspace, refused only by kernels this device cannot run.
+            if !common::accepts(&g, &case, kernel) {
                 continue;
             }
             let p = common::check(&g, &case.force(kernel), &mut rng).expect("ran");
-            let repacks = common::needs_vec4(kernel);
+            let repacks = kernel.needs_aligned_rows();
             assert_eq!((p.repack_x, p.repack_w), (rx && repacks, rw && repacks), "{p:?} for {case:?}");
         }
     }
     // Small problems repack only when a kernel that needs it is forced.
     let small = Case::new(33, 65, 4095).workspace(true);
     let p = common::check(&g, &small, &mut rng).expect("ran");
-    assert!(common::is_scalar(p.kernel) && !p.repack_x && !p.repack_w, "{p:?}");
-    let forced: &[Kernel] = if hopper {
-        &[Kernel::Sm90Pingpong, Kernel::Sm90Pingpong64, Kernel::Sm90PingpongCluster2, Kernel::Sm90CooperativeCluster2]
-    } else {
-        &[Kernel::Sm80Small]
-    };
-    for &kernel in forced {
-        let p = common::check(&g, &small.force(kernel), &mut rng).expect("ran");
-        assert!(p.repack_x && p.repack_w, "{p:?}");
+    assert!(!p.kernel.needs_aligned_rows() && !p.repack_x && !p.repack_w, "{p:?}");
+    for kernel in Kernel::ALL.into_iter().filter(|k| k.needs_aligned_rows()) {
+        if common::accepts(&g, &small, kernel) {
+            let p = common::check(&g, &small.force(kernel), &mut rng).expect("ran");
+            assert!(p.repack_x && p.repack_w, "{p:?}");
+        }
     }
 }
 
@@ -205,10 +205,11 @@ fn k_zero_gives_the_epilogue_of_the_bias() {
                     }
                 }
             }
-            if g.is_hopper() {
-                for kernel in Kernel::ALL.into_iter().filter(|k| k.family() == Family::TmaWgmma) {
-                    common::expect_refused(&g, &base.force(kernel), kernel, &mut rng);
-                }
+            // TMA cannot describe K = 0: the TMA kernels refuse it; every other kernel this
+            // device can run ran above.
+            for kernel in refusing(&g, &base) {
+                assert!(kernel.family() == Family::TmaWgmma || g.gemm.wave(kernel) == 0, "{kernel:?} refused K = 0");
+                common::expect_refused(&g, &base.force(kernel), kernel, &mut rng);
             }
         }
     }

@@ -9,7 +9,7 @@
 mod common;
 
 use common::{Case, Gpu, XDist};
-use gemm_epilogue::{Dispatch, Family, Kernel, Tf32Rounding};
+use gemm_epilogue::{Dispatch, Kernel, Tf32Rounding};
 
 const DIMS: [usize; 24] =
     [1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 255, 257, 1000, 1023, 1024, 1025, 4095, 4096, 4097];
@@ -63,15 +63,22 @@ fn triples() -> Vec<(usize, usize, usize)> {
 }
 
 /// Runs every triple, with and without bias, through `dispatch`. Triples the forced kernel cannot
-/// take must be refused with `KernelUnavailable` (and write nothing).
+/// take (as the crate says and its specification agrees: `common::accepts`) must be refused with
+/// `KernelUnavailable` (and write nothing).
 fn run_shapes(g: &Gpu, dispatch: Dispatch, test: &str) {
     run_shapes_rounded(g, dispatch, None, test)
 }
 
 /// [`run_shapes`] with `FusedGemm::with_rounding(rounding)`; every fourth case with a workspace.
 fn run_shapes_rounded(g: &Gpu, dispatch: Dispatch, rounding: Option<Tf32Rounding>, test: &str) {
+    if let Dispatch::Force(kernel) = dispatch {
+        if g.gemm.wave(kernel) == 0 {
+            // E.g. the 128×256 tile's 144 KiB of shared memory on a device with less.
+            println!("skipped: {kernel:?} cannot run on this device ({:?})", g.gemm.device());
+            return;
+        }
+    }
     let mut rng = common::rng(test);
-    let hopper = g.is_hopper();
     let (mut ran, mut refused) = (0usize, 0usize);
     let start = std::time::Instant::now();
     for (i, (m, n, k)) in triples().into_iter().enumerate() {
@@ -85,7 +92,7 @@ fn run_shapes_rounded(g: &Gpu, dispatch: Dispatch, rounding: Option<Tf32Rounding
                 case = case.rounding(r).workspace(i % 4 == 1);
             }
             match dispatch {
-                Dispatch::Force(kernel) if !case.accepts(kernel, hopper) => {
+                Dispatch::Force(kernel) if !common::accepts(g, &case, kernel) => {
                     common::expect_refused(g, &case, kernel, &mut rng);
                     refused += 1;
                 }
@@ -108,27 +115,27 @@ fn shapes_auto() {
 }
 
 #[test]
-fn shapes_sm80_large_vec4() {
+fn shapes_sm80_mma_128x128_vec4() {
     let Some(g) = common::gpu() else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm80Large), "shapes_sm80_large_vec4");
+    run_shapes(&g, Dispatch::Force(Kernel::Sm80Mma128x128Vec4), "shapes_sm80_mma_128x128_vec4");
 }
 
 #[test]
-fn shapes_sm80_large_scalar() {
+fn shapes_sm80_mma_128x128_scalar() {
     let Some(g) = common::gpu() else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm80LargeScalar), "shapes_sm80_large_scalar");
+    run_shapes(&g, Dispatch::Force(Kernel::Sm80Mma128x128Scalar), "shapes_sm80_mma_128x128_scalar");
 }
 
 #[test]
-fn shapes_sm80_wide_vec4() {
+fn shapes_sm80_mma_128x256_vec4() {
     let Some(g) = common::gpu() else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm80Wide), "shapes_sm80_wide_vec4");
+    run_shapes(&g, Dispatch::Force(Kernel::Sm80Mma128x256Vec4), "shapes_sm80_mma_128x256_vec4");
 }
 
 #[test]
-fn shapes_sm80_wide_scalar() {
+fn shapes_sm80_mma_128x256_scalar() {
     let Some(g) = common::gpu() else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm80WideScalar), "shapes_sm80_wide_scalar");
+    run_shapes(&g, Dispatch::Force(Kernel::Sm80Mma128x256Scalar), "shapes_sm80_mma_128x256_scalar");
 }
 
 #[test]
@@ -144,69 +151,69 @@ fn shapes_auto_truncate() {
 }
 
 #[test]
-fn shapes_sm80_large_trunc() {
+fn shapes_sm80_mma_128x128_vec4_trunc() {
     let Some(g) = common::gpu() else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm80LargeTrunc), "shapes_sm80_large_trunc");
+    run_shapes(&g, Dispatch::Force(Kernel::Sm80Mma128x128Vec4Trunc), "shapes_sm80_mma_128x128_vec4_trunc");
 }
 
 #[test]
-fn shapes_sm80_wide_trunc() {
+fn shapes_sm80_mma_128x256_vec4_trunc() {
     let Some(g) = common::gpu() else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm80WideTrunc), "shapes_sm80_wide_trunc");
+    run_shapes(&g, Dispatch::Force(Kernel::Sm80Mma128x256Vec4Trunc), "shapes_sm80_mma_128x256_vec4_trunc");
 }
 
 #[test]
-fn shapes_sm80_small_vec4() {
+fn shapes_sm80_mma_64x64_vec4() {
     let Some(g) = common::gpu() else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm80Small), "shapes_sm80_small_vec4");
+    run_shapes(&g, Dispatch::Force(Kernel::Sm80Mma64x64Vec4), "shapes_sm80_mma_64x64_vec4");
 }
 
 #[test]
-fn shapes_sm80_small_scalar() {
+fn shapes_sm80_mma_64x64_scalar() {
     let Some(g) = common::gpu() else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm80SmallScalar), "shapes_sm80_small_scalar");
+    run_shapes(&g, Dispatch::Force(Kernel::Sm80Mma64x64Scalar), "shapes_sm80_mma_64x64_scalar");
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
 #[test]
-fn shapes_sm90_pingpong() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong") else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong), "shapes_sm90_pingpong");
+fn shapes_sm90_pingpong_128x128() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128") else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128), "shapes_sm90_pingpong_128x128");
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
 #[test]
-fn shapes_sm90_pingpong64() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong64") else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong64), "shapes_sm90_pingpong64");
+fn shapes_sm90_pingpong_64x128() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong64x128") else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong64x128), "shapes_sm90_pingpong_64x128");
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
 #[test]
-fn shapes_sm90_pingpong64x64() {
+fn shapes_sm90_pingpong_64x64() {
     let Some(g) = common::hopper_gpu("Sm90Pingpong64x64") else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong64x64), "shapes_sm90_pingpong64x64");
+    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong64x64), "shapes_sm90_pingpong_64x64");
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
 #[test]
-fn shapes_sm90_pingpong_cluster2() {
-    let Some(g) = common::hopper_gpu("Sm90PingpongCluster2") else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm90PingpongCluster2), "shapes_sm90_pingpong_cluster2");
+fn shapes_sm90_pingpong_128x128_cluster2() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Cluster2") else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2), "shapes_sm90_pingpong_128x128_cluster2");
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
 #[test]
-fn shapes_sm90_cooperative() {
-    let Some(g) = common::hopper_gpu("Sm90Cooperative") else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm90Cooperative), "shapes_sm90_cooperative");
+fn shapes_sm90_cooperative_128x256() {
+    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256") else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm90Cooperative128x256), "shapes_sm90_cooperative_128x256");
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
 #[test]
-fn shapes_sm90_cooperative_cluster2() {
-    let Some(g) = common::hopper_gpu("Sm90CooperativeCluster2") else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm90CooperativeCluster2), "shapes_sm90_cooperative_cluster2");
+fn shapes_sm90_cooperative_128x256_cluster2() {
+    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Cluster2") else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm90Cooperative128x256Cluster2), "shapes_sm90_cooperative_128x256_cluster2");
 }
 
 /// The 2-CTA cluster kernels where their two CTAs differ: M not a multiple of 256 puts the
@@ -217,10 +224,8 @@ fn shapes_sm90_cooperative_cluster2() {
 /// wrapping the stage ring) with such rows in every tile.
 #[test]
 fn cluster2_out_of_range_rows() {
-    let Some(g) = common::hopper_gpu("Sm90PingpongCluster2") else { return };
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Cluster2") else { return };
     let mut rng = common::rng("cluster2_out_of_range_rows");
-    let clusters = g.gemm.device().max_active_clusters;
-    assert!(clusters > 0, "an sm_90 device with no room for a 2-CTA cluster: {:?}", g.gemm.device());
     let mut cases = Vec::new();
     for m in [1, 64, 127, 128, 129, 200, 255, 256, 257, 300, 383, 384, 385, 511, 513, 1000] {
         for (n, k) in [(128, 64), (130, 36), (300, 100), (1, 4)] {
@@ -233,14 +238,19 @@ fn cluster2_out_of_range_rows() {
     cases.push(Case::new(129, 16384, 40).bias(false)); // second CTA: one row per tile
     cases.push(Case::new(4097, 1025, 68)); // 17 × 9 cluster tiles, last row: 1 row
     cases.push(Case::new(2000, 4096, 260).pad(4, 8, 3)); // strided, last cluster row: 208 rows
-    for kernel in [Kernel::Sm90PingpongCluster2, Kernel::Sm90CooperativeCluster2] {
-        let tile_n = kernel.tile().1 as usize;
+    for kernel in [Kernel::Sm90Pingpong128x128Cluster2, Kernel::Sm90Cooperative128x256Cluster2] {
+        assert_eq!(kernel.cluster_m(), 2, "{kernel:?}");
+        // Clusters resident at once: the most the persistent grid launches.
+        let clusters = g.gemm.wave(kernel) as usize;
+        assert!(clusters > 0, "an sm_90 device with no room for a 2-CTA cluster of {kernel:?}: {:?}", g.gemm.device());
+        let (tile_m, tile_n, _) = kernel.tile();
+        let cluster_rows = (tile_m * kernel.cluster_m()) as usize;
         for (i, case) in cases.iter().enumerate() {
             let case = case.force(kernel).scale(if i % 3 == 0 { 0.5 } else { 3.0 });
             let plan = common::check(&g, &case, &mut rng).expect("ran");
-            let cluster_tiles = case.m.div_ceil(256) * case.n.div_ceil(tile_n);
+            let cluster_tiles = case.m.div_ceil(cluster_rows) * case.n.div_ceil(tile_n as usize);
             assert_eq!((plan.kernel, plan.cluster), (kernel, 2), "{plan:?}");
-            assert_eq!(plan.grid as usize, 2 * cluster_tiles.min(clusters as usize), "{plan:?} for {case:?}");
+            assert_eq!(plan.grid as usize, 2 * cluster_tiles.min(clusters), "{plan:?} for {case:?}");
         }
     }
 }
@@ -252,7 +262,6 @@ fn cluster2_out_of_range_rows() {
 fn small_shapes_every_kernel() {
     let Some(g) = common::gpu() else { return };
     let mut rng = common::rng("small_shapes_every_kernel");
-    let hopper = g.is_hopper();
     let cases = [
         Case::new(1, 1, 4),
         Case::new(130, 70, 36).pad(4, 0, 3),
@@ -263,26 +272,24 @@ fn small_shapes_every_kernel() {
     ];
     for case in cases {
         for kernel in Kernel::ALL {
-            if kernel.family() == Family::TmaWgmma && !hopper {
-                continue;
+            // Every case has 16-byte rows: refused only by kernels this device cannot run.
+            if common::accepts(&g, &case, kernel) {
+                common::check(&g, &case.force(kernel), &mut rng);
             }
-            common::check(&g, &case.force(kernel), &mut rng);
         }
         common::check(&g, &case, &mut rng);
     }
-    let repacking: &[Kernel] = if hopper {
-        &[Kernel::Sm90Pingpong, Kernel::Sm90Pingpong64, Kernel::Sm90PingpongCluster2, Kernel::Sm90CooperativeCluster2]
-    } else {
-        &[Kernel::Sm80Small]
-    };
-    for &kernel in repacking {
-        let unaligned = Case::new(65, 66, 67).workspace(true).force(kernel);
-        let plan = common::check(&g, &unaligned, &mut rng).expect("ran");
-        assert!(plan.repack_x && plan.repack_w, "{plan:?}");
+    // K % 4 != 0: every kernel that reads 16-byte rows repacks both operands into the workspace.
+    let unaligned = Case::new(65, 66, 67).workspace(true);
+    for kernel in Kernel::ALL.into_iter().filter(|k| k.needs_aligned_rows()) {
+        if common::accepts(&g, &unaligned, kernel) {
+            let plan = common::check(&g, &unaligned.force(kernel), &mut rng).expect("ran");
+            assert!(plan.repack_x && plan.repack_w, "{plan:?}");
+        }
     }
-    if hopper {
+    if g.is_hopper() {
         // Split-K through the workspace: 15 tiles over 30 CTAs.
-        let split = Case::new(300, 520, 512).workspace(true).force(Kernel::Sm90Pingpong);
+        let split = Case::new(300, 520, 512).workspace(true).force(Kernel::Sm90Pingpong128x128);
         let plan = common::check(&g, &split, &mut rng).expect("ran");
         assert!(plan.stream_k_tiles == 15 && plan.grid == 30, "{plan:?}");
     }
@@ -295,7 +302,7 @@ fn small_shapes_every_kernel() {
 /// are added in a fixed order, so both outputs must be bitwise equal.
 #[test]
 fn stream_k_shapes() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong's stream-K") else { return };
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128's stream-K") else { return };
     let mut rng = common::rng("stream_k_shapes");
     // (M, N, K, stream-K tiles the plan must have); 128×128 tiles, 132 SMs.
     let shapes = [
@@ -315,7 +322,7 @@ fn stream_k_shapes() {
     }
     for (i, &(m, n, k, sk)) in shapes.iter().enumerate() {
         let case = Case::new(m, n, k)
-            .force(Kernel::Sm90Pingpong)
+            .force(Kernel::Sm90Pingpong128x128)
             .workspace(true)
             .bias(i % 2 == 0)
             .scale(if i % 3 == 0 { 0.5 } else { -2.0 })
@@ -339,29 +346,28 @@ fn stream_k_shapes() {
 fn stream_k_shapes_clusters_and_cooperative() {
     let Some(g) = common::hopper_gpu("stream-K of the cluster and cooperative kernels") else { return };
     let mut rng = common::rng("stream_k_shapes_clusters_and_cooperative");
-    let device = g.gemm.device();
-    let counts_known = device.sm_count == 132 && device.max_active_clusters == 66;
+    let counts_known = g.gemm.device().sm_count == 132 && g.gemm.wave(Kernel::Sm90Cooperative128x256Cluster2) == 66;
     if !counts_known {
         println!("note: the stream-K tile counts below assume 132 SMs and 66 clusters; checking results only");
     }
     // (kernel, M, N, K, stream-K (cluster) tiles the plan must have)
     let cases = [
-        (Kernel::Sm90Cooperative, 1, 4096, 4096, 16),      // 16 tiles of 128×256, 8 CTAs a tile
-        (Kernel::Sm90Cooperative, 300, 1000, 512, 12),     // 12 tiles, 2 CTAs a tile, M and N tails
-        (Kernel::Sm90Cooperative, 45061, 520, 96, 135),    // 1059 tiles = 8 waves + 3: with the wave before
-        (Kernel::Sm90CooperativeCluster2, 1, 4096, 4096, 16), // 16 cluster tiles of 256×256, 4 clusters a tile
-        (Kernel::Sm90CooperativeCluster2, 129, 1000, 2048, 4), // second CTA: one row
-        (Kernel::Sm90CooperativeCluster2, 300, 520, 512, 6),
-        (Kernel::Sm90CooperativeCluster2, 45061, 520, 200, 69), // 531 = 8 waves of 66 + 3
-        (Kernel::Sm90PingpongCluster2, 1, 4096, 4096, 32),
-        (Kernel::Sm90PingpongCluster2, 300, 520, 512, 10),
-        (Kernel::Sm90PingpongCluster2, 45061, 520, 96, 27), // 885 = 13 waves of 66 + 27
-        (Kernel::Sm90Pingpong64, 1, 4096, 4096, 32),         // 32 tiles of 64×128, 4 CTAs a tile
-        (Kernel::Sm90Pingpong64, 129, 1000, 2048, 24),       // 24 tiles, 5 CTAs a tile, M and N tails
-        (Kernel::Sm90Pingpong64, 40000, 520, 320, 89),       // 3125 tiles = 23 waves + 89: those 89
-        (Kernel::Sm90Pingpong64, 17216, 512, 256, 152),      // 1076 = 8 waves + 20: with the wave before
-        (Kernel::Sm90Pingpong64x64, 1, 4096, 4096, 64),      // 64 tiles of 64×64, 2 CTAs a tile
-        (Kernel::Sm90Pingpong64x64, 100, 1000, 2048, 32),    // 32 tiles, 4 CTAs a tile, M and N tails
+        (Kernel::Sm90Cooperative128x256, 1, 4096, 4096, 16),           // 16 tiles of 128×256, 8 CTAs a tile
+        (Kernel::Sm90Cooperative128x256, 300, 1000, 512, 12),          // 12 tiles, 2 CTAs a tile, M and N tails
+        (Kernel::Sm90Cooperative128x256, 45061, 520, 96, 135),         // 1059 tiles = 8 waves + 3: with the wave before
+        (Kernel::Sm90Cooperative128x256Cluster2, 1, 4096, 4096, 16),   // 16 cluster tiles of 256×256, 4 clusters a tile
+        (Kernel::Sm90Cooperative128x256Cluster2, 129, 1000, 2048, 4),  // second CTA: one row
+        (Kernel::Sm90Cooperative128x256Cluster2, 300, 520, 512, 6),
+        (Kernel::Sm90Cooperative128x256Cluster2, 45061, 520, 200, 69), // 531 = 8 waves of 66 + 3
+        (Kernel::Sm90Pingpong128x128Cluster2, 1, 4096, 4096, 32),
+        (Kernel::Sm90Pingpong128x128Cluster2, 300, 520, 512, 10),
+        (Kernel::Sm90Pingpong128x128Cluster2, 45061, 520, 96, 27),     // 885 = 13 waves of 66 + 27
+        (Kernel::Sm90Pingpong64x128, 1, 4096, 4096, 32),               // 32 tiles of 64×128, 4 CTAs a tile
+        (Kernel::Sm90Pingpong64x128, 129, 1000, 2048, 24),             // 24 tiles, 5 CTAs a tile, M and N tails
+        (Kernel::Sm90Pingpong64x128, 40000, 520, 320, 89),             // 3125 tiles = 23 waves + 89: those 89
+        (Kernel::Sm90Pingpong64x128, 17216, 512, 256, 152),            // 1076 = 8 waves + 20: with the wave before
+        (Kernel::Sm90Pingpong64x64, 1, 4096, 4096, 64),                // 64 tiles of 64×64, 2 CTAs a tile
+        (Kernel::Sm90Pingpong64x64, 100, 1000, 2048, 32),              // 32 tiles, 4 CTAs a tile, M and N tails
     ];
     for (i, &(kernel, m, n, k, sk)) in cases.iter().enumerate() {
         let case = Case::new(m, n, k)
@@ -396,19 +402,21 @@ fn assert_bitwise_repeatable(g: &Gpu, case: &Case, inputs: &common::Inputs, what
 fn stream_k_shapes_mma_sync() {
     let Some(g) = common::gpu() else { return };
     let mut rng = common::rng("stream_k_shapes_mma_sync");
-    let device = g.gemm.device();
     // Each kernel on split-K shapes (fewer tiles than resident CTAs: every tile shared) and on a
     // shape with at least 8 full waves of its tiles and a partial one (the tail shared). How
     // many tiles that is depends on how many CTAs fit per SM, so the plan is checked against
     // the rule's invariants rather than fixed counts.
     let kernels = [
-        (Kernel::Sm80Wide, (4352, 8192, 96)),         // 128×256, staged epilogue, rounding
-        (Kernel::Sm80LargeTrunc, (4352, 8192, 64)),   // 128×128, truncating
-        (Kernel::Sm80SmallScalar, (4352, 8192, 33)),  // 64×64, 4-byte loads, K % 4 != 0
+        (Kernel::Sm80Mma128x256Vec4, (4352, 8192, 96)),      // 128×256, staged epilogue, rounding
+        (Kernel::Sm80Mma128x128Vec4Trunc, (4352, 8192, 64)), // 128×128, truncating
+        (Kernel::Sm80Mma64x64Scalar, (4352, 8192, 33)),      // 64×64, 4-byte loads, K % 4 != 0
     ];
     for (i, &(kernel, tail_shape)) in kernels.iter().enumerate() {
-        if kernel == Kernel::Sm80Wide && device.max_smem_per_block < 144 * 1024 {
-            println!("{kernel}: needs 144 KiB of shared memory per block, this device has less");
+        // CTAs resident at once: the wave stream-K shares tiles among (0: cannot run here, e.g.
+        // the 128×256 tile's 144 KiB of shared memory on a device with less).
+        let resident = g.gemm.wave(kernel);
+        if resident == 0 {
+            println!("{kernel}: cannot run on this device ({:?})", g.gemm.device());
             continue;
         }
         let (tm, tn, _) = kernel.tile();
@@ -424,7 +432,6 @@ fn stream_k_shapes_mma_sync() {
             let inputs = common::Inputs::generate(&case, &mut rng);
             let plan = common::check_inputs(&g, &case, &inputs, &mut rng).expect("ran");
             let tiles = (m.div_ceil(tm as usize) * n.div_ceil(tn as usize)) as u32;
-            let resident = device.resident_ctas(kernel);
             if !split && (tiles % resident == 0 || tiles / resident < 8) {
                 assert_eq!(plan.stream_k_tiles, 0, "{kernel} {m}x{n}x{k}: whole waves only ({plan:?})");
                 continue;
@@ -464,21 +471,21 @@ fn reference_shape_auto() {
 }
 
 #[test]
-fn reference_shape_sm80_large_vec4() {
+fn reference_shape_sm80_mma_128x128_vec4() {
     let Some(g) = common::gpu() else { return };
-    reference_shape(&g, Dispatch::Force(Kernel::Sm80Large), "reference_shape_sm80_large_vec4");
+    reference_shape(&g, Dispatch::Force(Kernel::Sm80Mma128x128Vec4), "reference_shape_sm80_mma_128x128_vec4");
 }
 
 #[test]
-fn reference_shape_sm80_wide_vec4() {
+fn reference_shape_sm80_mma_128x256_vec4() {
     let Some(g) = common::gpu() else { return };
-    reference_shape(&g, Dispatch::Force(Kernel::Sm80Wide), "reference_shape_sm80_wide_vec4");
+    reference_shape(&g, Dispatch::Force(Kernel::Sm80Mma128x256Vec4), "reference_shape_sm80_mma_128x256_vec4");
 }
 
 #[test]
-fn reference_shape_sm80_wide_trunc() {
+fn reference_shape_sm80_mma_128x256_vec4_trunc() {
     let Some(g) = common::gpu() else { return };
-    reference_shape(&g, Dispatch::Force(Kernel::Sm80WideTrunc), "reference_shape_sm80_wide_trunc");
+    reference_shape(&g, Dispatch::Force(Kernel::Sm80Mma128x256Vec4Trunc), "reference_shape_sm80_mma_128x256_vec4_trunc");
 }
 
 /// Round-to-nearest on the reference shape with a workspace: on sm_90 the TMA kernel on operands
@@ -491,50 +498,66 @@ fn reference_shape_auto_round_to_nearest() {
 }
 
 #[test]
-fn reference_shape_sm90_pingpong() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong") else { return };
-    reference_shape(&g, Dispatch::Force(Kernel::Sm90Pingpong), "reference_shape_sm90_pingpong");
+fn reference_shape_sm90_pingpong_128x128() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128") else { return };
+    reference_shape(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128), "reference_shape_sm90_pingpong_128x128");
 }
 
 #[test]
-fn reference_shape_sm90_pingpong_cluster2() {
-    let Some(g) = common::hopper_gpu("Sm90PingpongCluster2") else { return };
-    reference_shape(&g, Dispatch::Force(Kernel::Sm90PingpongCluster2), "reference_shape_sm90_pingpong_cluster2");
+fn reference_shape_sm90_pingpong_128x128_cluster2() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Cluster2") else { return };
+    reference_shape(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2), "reference_shape_sm90_pingpong_128x128_cluster2");
 }
 
 #[test]
-fn reference_shape_sm90_cooperative() {
-    let Some(g) = common::hopper_gpu("Sm90Cooperative") else { return };
-    reference_shape(&g, Dispatch::Force(Kernel::Sm90Cooperative), "reference_shape_sm90_cooperative");
+fn reference_shape_sm90_cooperative_128x256() {
+    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256") else { return };
+    reference_shape(&g, Dispatch::Force(Kernel::Sm90Cooperative128x256), "reference_shape_sm90_cooperative_128x256");
 }
 
 #[test]
-fn reference_shape_sm90_cooperative_cluster2() {
-    let Some(g) = common::hopper_gpu("Sm90CooperativeCluster2") else { return };
-    reference_shape(&g, Dispatch::Force(Kernel::Sm90CooperativeCluster2), "reference_shape_sm90_cooperative_cluster2");
+fn reference_shape_sm90_cooperative_128x256_cluster2() {
+    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Cluster2") else { return };
+    reference_shape(&g, Dispatch::Force(Kernel::Sm90Cooperative128x256Cluster2), "reference_shape_sm90_cooperative_128x256_cluster2");
 }
 
-/// Every kernel in the fatbin has a `shapes_*` test above (runs without a GPU): adding a kernel
+/// The `shapes_*` test of a kernel: its symbol without the `ge_` prefix, the tile's K and the
+/// stage count (`ge_sm90_pingpong_64x128x32_s8` → `shapes_sm90_pingpong_64x128`).
+fn shapes_test_name(kernel: Kernel) -> String {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let parts: Vec<String> = kernel
+        .name()
+        .strip_prefix("ge_")
+        .unwrap_or_else(|| panic!("{} does not start with ge_", kernel.name()))
+        .split('_')
+        .filter(|p| !(p.starts_with('s') && digits(&p[1..])))
+        .map(|p| match p.split('x').collect::<Vec<_>>()[..] {
+            [m, n, k] if digits(m) && digits(n) && digits(k) => {
+                let (tm, tn, tk) = kernel.tile();
+                assert_eq!(format!("{m}x{n}x{k}"), format!("{tm}x{tn}x{tk}"), "{kernel:?}: the symbol names another tile");
+                format!("{m}x{n}")
+            }
+            _ => p.to_string(),
+        })
+        .collect();
+    format!("shapes_{}", parts.join("_"))
+}
+
+/// Every kernel in the fatbin has a `shapes_*` test above, named after it ([`shapes_test_name`]),
+/// that forces it and seeds its generator with its own name (runs without a GPU): adding a kernel
 /// without adding its test fails here.
 #[test]
 fn every_kernel_has_a_shapes_test() {
-    let covered = [
-        Kernel::Sm80Large,
-        Kernel::Sm80LargeScalar,
-        Kernel::Sm80LargeTrunc,
-        Kernel::Sm80Wide,
-        Kernel::Sm80WideTrunc,
-        Kernel::Sm80WideScalar,
-        Kernel::Sm80Small,
-        Kernel::Sm80SmallScalar,
-        Kernel::Sm90Pingpong,
-        Kernel::Sm90Pingpong64,
-        Kernel::Sm90Pingpong64x64,
-        Kernel::Sm90PingpongCluster2,
-        Kernel::Sm90Cooperative,
-        Kernel::Sm90CooperativeCluster2,
-    ];
+    let source = include_str!("gpu_shapes.rs");
     for k in Kernel::ALL {
-        assert!(covered.contains(&k), "kernel {k:?} ({}) has no shapes_* test in tests/gpu_shapes.rs", k.name());
+        let name = shapes_test_name(k);
+        let Some((_, rest)) = source.split_once(&format!("#[test]\nfn {name}() {{\n")) else {
+            panic!("kernel {k:?} ({}) has no test `{name}` in tests/gpu_shapes.rs", k.name());
+        };
+        let body = &rest[..rest.find("\n}\n").unwrap_or(rest.len())];
+        assert!(
+            body.contains(&format!("Dispatch::Force(Kernel::{k:?})")) && body.contains(&format!("\"{name}\"")),
+            "`{name}` must run the shapes with {k:?} forced, its generator seeded by its name:\n{body}"
+        );
     }
 }

@@ -1,119 +1,56 @@
-// Stream-K (CUTLASS's "data-parallel + stream-K" schedule), shared by both kernel families.
+// Stream-K partial-tile hand-off, shared by both kernel families (the schedule that decides who
+// computes what is in stream_k_schedule.cuh). A "group" is the THREADS threads that hold one
+// partial accumulator: an mma.sync CTA, or an sm90 consumer warpgroup; `barrier` synchronises
+// exactly them (__syncthreads, or the warpgroup's named barrier).
 //
-// The host marks the last `sk_tiles` tiles of the schedule as stream-K tiles: their
-// sk_tiles * K_TILES k-blocks ("units") are cut into G contiguous, equal ranges, one per
-// stream-K CTA. A range covers the end of one tile, maybe whole tiles, and the start of another;
-// a CTA works through them backwards (StreamKSchedule::item). Per tile:
-//   - the CTA whose range holds the tile's last k-block is its finisher: it waits until every
-//     other CTA that worked on the tile has published its partial accumulator, adds them in
-//     CTA order (deterministic), applies the epilogue and stores;
-//   - every other contributing CTA publishes its partial tile to `partials[cta]` and counts
-//     itself in on `flags[tile]`. Only a range's last piece can be such a partial, so one slot
-//     per CTA suffices.
-// Finishers only wait for CTAs with a lower index, whose partials never wait: no deadlock, as
-// long as every CTA it waits for has started. The persistent sm90 kernel has at most one CTA per
-// SM, all resident, and its CTA c takes tiles c, c + G, ... before its range; the mma.sync
-// kernel numbers its CTAs by a ticket taken when they start (GeStreamK in the header).
-//
-// The host uses it two ways (src/gemm.rs, stream_k()):
-//   - split-K: with fewer tiles than resident CTAs (small M or N), every tile is a stream-K tile
-//     and more CTAs than tiles share them. The sm90 kernels cut every tile into the same number
-//     of parts, only with at most half a wave of tiles (1x4096x4096: 32 tiles of 64x128, 4 CTAs
-//     each, 1.10x cuBLAS; 32 unsplit 128x128 tiles took 2.4x); the mma.sync kernels spread the tiles over a
-//     wave of CTAs;
-//   - a shared tail: with at least 8 full waves, the tiles of the partial last wave (plus one
-//     full wave when it is under a quarter full), so that no SM idles through the last wave
-//     (reference shape, sm90: 136 stream-K tiles, 1-2 % faster on the H200; 4096^3 with 7 waves
-//     is slower, so the host leaves such problems alone).
+// A partial is ACC floats per thread, stored as float4 columns (float4 r of thread t at
+// r * THREADS + t), so that a warp's stores and the finisher's loads are contiguous 512-byte
+// runs. `partials` points at the group's place in CTA 0's slot; CTA c's is slot_stride floats
+// further (an sm90 cluster's slot holds several groups' partials at fixed offsets).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+
+#include "ptx.cuh"
+#include "stream_k_schedule.cuh"
 
 namespace ge {
 
-// One piece of work of a CTA: k-blocks [kb_begin, kb_end) of tile `tile`.
-struct WorkItem {
-    int tile;
-    int kb_begin;
-    int kb_end;
-    uint64_t iteration;  // ring iteration of its first k-block (k-blocks of the CTA's earlier items)
-    int sk_tile;         // index among the stream-K tiles, -1 for a data-parallel tile
-    bool finisher;       // holds the tile's last k-block: reduces, applies the epilogue, stores
-    int first_contributor;  // finisher of a stream-K tile: CTAs [first_contributor, cta) published partials
-};
-
-struct StreamKSchedule {
-    int tiles, k_tiles, grid, cta;
-    int dp_tiles;   // tiles [0, dp_tiles) are data-parallel: CTA c takes c, c + G, ...
-    int dp_items;   // how many of them this CTA takes
-    int64_t units;  // sk_tiles * k_tiles
-    int64_t u0, u1; // this CTA's stream-K units
-
-    __device__ __forceinline__ StreamKSchedule(int tiles_, int k_tiles_, int grid_, int cta_, int sk_tiles)
-        : tiles(tiles_), k_tiles(k_tiles_), grid(grid_), cta(cta_), dp_tiles(tiles_ - sk_tiles) {
-        dp_items = cta < dp_tiles ? (dp_tiles - cta + grid - 1) / grid : 0;
-        units = static_cast<int64_t>(sk_tiles) * k_tiles;
-        u0 = range_start(cta);
-        u1 = range_start(cta + 1);
-    }
-
-    __device__ __forceinline__ int64_t range_start(int c) const { return units * c / grid; }
-
-    // The CTA whose range holds unit u.
-    __device__ __forceinline__ int owner(int64_t u) const { return static_cast<int>(((u + 1) * grid - 1) / units); }
-
-    __device__ __forceinline__ int items() const {
-        const int pieces = u1 > u0 ? static_cast<int>((u1 - 1) / k_tiles - u0 / k_tiles + 1) : 0;
-        return dp_items + pieces;
-    }
-
-    // Item j of this CTA. The stream-K pieces come last and in reverse: first the range's last
-    // piece (the start of a tile a later CTA finishes), so this CTA publishes its partial before it
-    // ever waits; last the piece that finishes a tile earlier CTAs started, whose partials were
-    // then published long ago. In forward order a finisher would wait for a partial its
-    // predecessor computes at the end of its range, and with ranges longer than a tile those
-    // waits chain from CTA to CTA (4096³ with 232 stream-K tiles: 1.34x slower, measured).
-    __device__ __forceinline__ WorkItem item(int j) const {
-        if (j < dp_items) return {cta + j * grid, 0, k_tiles, static_cast<uint64_t>(j) * k_tiles, -1, true, cta};
-        const int t = static_cast<int>((u1 - 1) / k_tiles) - (j - dp_items);  // stream-K tile
-        const int64_t first = static_cast<int64_t>(t) * k_tiles, last = first + k_tiles;
-        const int64_t begin = u0 > first ? u0 : first, end = u1 < last ? u1 : last;
-        // Ring position: after the data-parallel tiles and the pieces of later tiles, [end, u1).
-        const uint64_t iteration = static_cast<uint64_t>(dp_items) * k_tiles + static_cast<uint64_t>(u1 - end);
-        return {dp_tiles + t, static_cast<int>(begin - first), static_cast<int>(end - first), iteration, t,
-                end == last, owner(first)};
-    }
-
-    // Whether CTA c has any stream-K units (so published a partial of every tile it touched).
-    __device__ __forceinline__ bool has_range(int c) const { return range_start(c + 1) > range_start(c); }
-
-    // Partials a finisher waits for: the contributing CTAs before it with non-empty ranges.
-    __device__ __forceinline__ int contributors(const WorkItem &w) const {
-        int n = 0;
-        for (int c = w.first_contributor; c < cta; ++c) n += has_range(c);
-        return n;
-    }
-};
-
-// Partial tile of THREADS threads (an sm90 consumer warpgroup, an mma.sync CTA), ACC floats per
-// thread, stored as float4 columns so that a warp's stores (and the finisher's loads) are
-// contiguous 512-byte runs. THREADS * ACC = TILE_M * TILE_N: one slot.
-template <int ACC, int THREADS>
-__device__ __forceinline__ void publish_partial(float *slot, const float *acc, int thread) {
+// A contributor of a stream-K tile: stores this group's partial in the CTA's slot, then counts
+// itself in on `flag` once every thread's stores are done (barrier, then a release add).
+template <int THREADS, int ACC, class Barrier>
+__device__ __forceinline__ void publish_partial(const StreamKSchedule &work, float *partials, size_t slot_stride,
+                                                int32_t *flag, const float *acc, int thread, Barrier &&barrier) {
     static_assert(ACC % 4 == 0, "float4 columns");
-    float4 *dst = reinterpret_cast<float4 *>(slot);
+    float4 *dst = reinterpret_cast<float4 *>(partials + work.cta * slot_stride);
 #pragma unroll
     for (int r = 0; r < ACC / 4; ++r)
         dst[r * THREADS + thread] = make_float4(acc[4 * r], acc[4 * r + 1], acc[4 * r + 2], acc[4 * r + 3]);
+    barrier();                                           // every thread's stores...
+    if (thread == 0) ge::ptx::red_release_add(flag, 1);  // ...then the count
 }
 
-template <int ACC, int THREADS>
-__device__ __forceinline__ void add_partial(const float *slot, float *acc, int thread) {
-    const float4 *src = reinterpret_cast<const float4 *>(slot);
+// The finisher of a stream-K tile: waits until `flag` counts every contributor before this CTA,
+// then adds their partials to `acc` in CTA order, so the sum does not depend on timing.
+template <int THREADS, int ACC, class Barrier>
+__device__ __forceinline__ void add_partials(const StreamKSchedule &work, const WorkItem &w, const float *partials,
+                                             size_t slot_stride, const int32_t *flag, float *acc, int thread,
+                                             Barrier &&barrier) {
+    static_assert(ACC % 4 == 0, "float4 columns");
+    const int expected = work.contributors(w);
+    if (thread == 0)
+        while (ge::ptx::ld_acquire(flag) < expected) __nanosleep(64);
+    barrier();
+    for (int c = w.first_contributor; c < work.cta; ++c) {
+        if (work.has_range(c)) {
+            const float4 *src = reinterpret_cast<const float4 *>(partials + c * slot_stride);
 #pragma unroll
-    for (int r = 0; r < ACC / 4; ++r) {
-        const float4 v = __ldcg(src + r * THREADS + thread);  // L2: written by another SM
-        acc[4 * r] += v.x, acc[4 * r + 1] += v.y, acc[4 * r + 2] += v.z, acc[4 * r + 3] += v.w;
+            for (int r = 0; r < ACC / 4; ++r) {
+                const float4 v = __ldcg(src + r * THREADS + thread);  // L2: written by another SM
+                acc[4 * r] += v.x, acc[4 * r + 1] += v.y, acc[4 * r + 2] += v.z, acc[4 * r + 3] += v.w;
+            }
+        }
     }
 }
 

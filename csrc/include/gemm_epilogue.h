@@ -81,33 +81,51 @@ typedef struct GeStreamK {
  * (num_tiles - stream_k.tiles) CTAs for the whole tiles plus G more that share the rest: every
  * CTA takes a ticket when it starts, and the first num_tiles - stream_k.tiles tickets compute
  * whole tiles (so a stream-K CTA only ever waits for CTAs that started before it: no deadlock
- * whatever the grid). Dynamic shared memory: STAGES * (TILE_M + TILE_N) * TILE_K * sizeof(float)
- * bytes.
- * Each configuration exists twice: `_vec4` (16-byte cp.async; needs k % 4 == 0, x and w
- * 16-byte aligned, ldx and ldw multiples of 4) and `_scalar` (4-byte cp.async, any shape).
- * Operands are rounded to TF32 (nearest, ties away) in registers, except in the `_vec4_trunc`
- * kernels of the large and wide tiles, which pass fp32 bits and let the tensor core truncate. */
+ * whatever the grid). Block: THREADS, one warp per WARP_M x WARP_N warp tile. Dynamic shared
+ * memory: SMEM_BYTES = STAGES * (TILE_M + TILE_N) * TILE_K * sizeof(float).
+ * Entries: ge_sm80_mma_<TILE_M>x<TILE_N>x<TILE_K>_s<STAGES>_<access>, each configuration as
+ * `_vec4` (16-byte cp.async; needs k % 4 == 0, x and w 16-byte aligned, ldx and ldw multiples
+ * of 4) and `_scalar` (4-byte cp.async, any shape). Operands are rounded to TF32 (nearest, ties
+ * away) in registers, except in the `_vec4_trunc` entries of the 128x128 and 128x256 tiles,
+ * which pass fp32 bits and let the tensor core truncate. */
 
-/* "large": 128x128x32 CTA tile, 4 warps of 64x64, 3 stages (96 KiB; fits sm_86/89 too) */
-#define GE_SM80_LARGE_TILE_M 128
-#define GE_SM80_LARGE_TILE_N 128
-#define GE_SM80_LARGE_TILE_K 32
-#define GE_SM80_LARGE_STAGES 3
-#define GE_SM80_LARGE_THREADS 128
+/* 128x128: 4 warps of 64x64, 3 stages (96 KiB; fits sm_86/89 too).
+ * Entries: ge_sm80_mma_128x128x32_s3_vec4, _vec4_trunc, _scalar. */
+#define GE_SM80_MMA_128X128_TILE_M 128
+#define GE_SM80_MMA_128X128_TILE_N 128
+#define GE_SM80_MMA_128X128_TILE_K 32
+#define GE_SM80_MMA_128X128_WARP_M 64
+#define GE_SM80_MMA_128X128_WARP_N 64
+#define GE_SM80_MMA_128X128_STAGES 3
+#define GE_SM80_MMA_128X128_THREADS 128
+#define GE_SM80_MMA_128X128_SMEM_BYTES                                                            \
+    (GE_SM80_MMA_128X128_STAGES * (GE_SM80_MMA_128X128_TILE_M + GE_SM80_MMA_128X128_TILE_N) * \
+     GE_SM80_MMA_128X128_TILE_K * 4)
 
-/* "wide": 128x256x32 CTA tile, 8 warps of 64x64, 3 stages (144 KiB: sm_80 and sm_90 only) */
-#define GE_SM80_WIDE_TILE_M 128
-#define GE_SM80_WIDE_TILE_N 256
-#define GE_SM80_WIDE_TILE_K 32
-#define GE_SM80_WIDE_STAGES 3
-#define GE_SM80_WIDE_THREADS 256
+/* 128x256: 8 warps of 64x64, 3 stages (144 KiB: sm_80 and sm_90 only).
+ * Entries: ge_sm80_mma_128x256x32_s3_vec4, _vec4_trunc, _scalar. */
+#define GE_SM80_MMA_128X256_TILE_M 128
+#define GE_SM80_MMA_128X256_TILE_N 256
+#define GE_SM80_MMA_128X256_TILE_K 32
+#define GE_SM80_MMA_128X256_WARP_M 64
+#define GE_SM80_MMA_128X256_WARP_N 64
+#define GE_SM80_MMA_128X256_STAGES 3
+#define GE_SM80_MMA_128X256_THREADS 256
+#define GE_SM80_MMA_128X256_SMEM_BYTES                                                            \
+    (GE_SM80_MMA_128X256_STAGES * (GE_SM80_MMA_128X256_TILE_M + GE_SM80_MMA_128X256_TILE_N) * \
+     GE_SM80_MMA_128X256_TILE_K * 4)
 
-/* "small": 64x64x32 CTA tile, 4 warps of 32x32, 4 stages (64 KiB): small m or n */
-#define GE_SM80_SMALL_TILE_M 64
-#define GE_SM80_SMALL_TILE_N 64
-#define GE_SM80_SMALL_TILE_K 32
-#define GE_SM80_SMALL_STAGES 4
-#define GE_SM80_SMALL_THREADS 128
+/* 64x64: 4 warps of 32x32, 4 stages (64 KiB): small m or n.
+ * Entries: ge_sm80_mma_64x64x32_s4_vec4, _scalar. */
+#define GE_SM80_MMA_64X64_TILE_M 64
+#define GE_SM80_MMA_64X64_TILE_N 64
+#define GE_SM80_MMA_64X64_TILE_K 32
+#define GE_SM80_MMA_64X64_WARP_M 32
+#define GE_SM80_MMA_64X64_WARP_N 32
+#define GE_SM80_MMA_64X64_STAGES 4
+#define GE_SM80_MMA_64X64_THREADS 128
+#define GE_SM80_MMA_64X64_SMEM_BYTES \
+    (GE_SM80_MMA_64X64_STAGES * (GE_SM80_MMA_64X64_TILE_M + GE_SM80_MMA_64X64_TILE_N) * GE_SM80_MMA_64X64_TILE_K * 4)
 
 /* ---- TMA + wgmma family (sm_90a only): csrc/sm90/ ------------------------------------ */
 
@@ -120,7 +138,7 @@ typedef struct __attribute__((aligned(64))) GeTensorMap {
 /* Kernel parameter: `const __grid_constant__ GeSm90Params` by value. */
 typedef struct GeSm90Params {
     GeTensorMap x_map; /* X as a 2-D tensor {k, m} (k innermost), box {TILE_K, x_box_rows}, 128B swizzle */
-    GeTensorMap w_map; /* W as a 2-D tensor {k, n} (k innermost), box {TILE_K, TILE_N}, 128B swizzle */
+    GeTensorMap w_map; /* W as a 2-D tensor {k, n} (k innermost), box {TILE_K, W box rows}, 128B swizzle */
     /* out as a 2-D tensor {n, m} (n innermost), box {GE_SM90_STORE_BOX_COLS, rows of one
      * consumer's tile}, 128B swizzle: the epilogue's TMA stores. Encoded (and store_tma = 1) only
      * when out is 16-byte aligned and n % 4 == 0 and ldo % 4 == 0 (TMA clips a box at n only to
@@ -148,58 +166,27 @@ typedef struct GeSm90Params {
 #define GE_SM90_STORE_BOX_COLS 32
 #define GE_SM90_EPILOGUE_SMEM_BYTES 32768
 
-/* "pingpong": warp-specialized persistent kernel, 1 producer + 2 consumer warpgroups, each
- * consumer owning a 128x128 tile (alternating), 32-float K stages in a STAGES-deep TMA ring.
- * Entry: ge_sm90_tf32_128x128x32_s6_pingpong. Grid: min(num_tiles, num_SMs) CTAs, 1-D, no
- * cluster; num_tiles = ceil(m/TILE_M) * ceil(n/TILE_N). Dynamic smem: SMEM_BYTES (the stages,
- * the epilogue buffers, the mbarriers and 1024 bytes of alignment slack). Tensor map boxes:
- * {TILE_K, x_box_rows} for X (TILE_M rows, fewer when m < TILE_M: GeSm90Params), {TILE_K,
- * TILE_N} for W, {STORE_BOX_COLS, TILE_M} for out. */
-#define GE_SM90_PINGPONG_TILE_M 128
-#define GE_SM90_PINGPONG_TILE_N 128
-#define GE_SM90_PINGPONG_TILE_K 32
-#define GE_SM90_PINGPONG_STAGES 6
-#define GE_SM90_PINGPONG_THREADS 384
-#define GE_SM90_PINGPONG_SMEM_BYTES                                                                     \
-    (GE_SM90_PINGPONG_STAGES * (GE_SM90_PINGPONG_TILE_M + GE_SM90_PINGPONG_TILE_N) * GE_SM90_PINGPONG_TILE_K * 4 + \
-     GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
-
-/* "pingpong, 64 rows": the ping-pong kernel with 64x128 tiles (one m64n128k8 per k-step) and
- * 8 stages: for small M. Half the rows of the 128-row tile per consumer, so twice the tiles: a
- * problem of M <= 256 splits along K into half as many parts per tile, and each stream-K finisher
- * adds half as many (and half-size) partial tiles. Entry: ge_sm90_tf32_64x128x32_s8_pingpong.
- * Grid, launch and tensor maps as for "pingpong" with these tiles; SMEM_BYTES equals
- * GE_SM90_PINGPONG_SMEM_BYTES (8 stages x 24 KiB = 6 x 32 KiB). */
-#define GE_SM90_PINGPONG64_TILE_M 64
-#define GE_SM90_PINGPONG64_TILE_N 128
-#define GE_SM90_PINGPONG64_TILE_K 32
-#define GE_SM90_PINGPONG64_STAGES 8
-#define GE_SM90_PINGPONG64_THREADS 384
-#define GE_SM90_PINGPONG64_SMEM_BYTES                                                                           \
-    (GE_SM90_PINGPONG64_STAGES * (GE_SM90_PINGPONG64_TILE_M + GE_SM90_PINGPONG64_TILE_N) * GE_SM90_PINGPONG64_TILE_K * 4 + \
-     GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
-
-/* "pingpong, 64x64": the ping-pong kernel with 64x64 tiles (one m64n64k8 per k-step) and 12
- * stages: for M <= 128, where a wave of these tiles needs no split (or half as many parts as the
- * 64x128 tiles) and each CTA streams its own 64 rows of W, as cuBLAS's 64x64 kernel does there.
- * Entry: ge_sm90_tf32_64x64x32_s12_pingpong. Grid, launch and tensor maps as for "pingpong"
- * with these tiles; SMEM_BYTES equals GE_SM90_PINGPONG_SMEM_BYTES (12 x 16 KiB = 6 x 32 KiB). */
-#define GE_SM90_PINGPONG64X64_TILE_M 64
-#define GE_SM90_PINGPONG64X64_TILE_N 64
-#define GE_SM90_PINGPONG64X64_TILE_K 32
-#define GE_SM90_PINGPONG64X64_STAGES 12
-#define GE_SM90_PINGPONG64X64_THREADS 384
-#define GE_SM90_PINGPONG64X64_SMEM_BYTES                                                                          \
-    (GE_SM90_PINGPONG64X64_STAGES * (GE_SM90_PINGPONG64X64_TILE_M + GE_SM90_PINGPONG64X64_TILE_N) *              \
-         GE_SM90_PINGPONG64X64_TILE_K * 4 +                                                                        \
-     GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
-
-/* "pingpong, cluster of 2": the same kernel (tiles, stages, threads, SMEM_BYTES as above) with
- * the CTAs paired into clusters of CLUSTER_M = 2 along M. The two CTAs of a cluster compute
+/* Every sm_90 kernel is warp-specialized and persistent: one producer warpgroup TMA-loads
+ * TILE_K = 32-float K stages of X and W into a STAGES-deep ring, two consumer warpgroups issue
+ * the wgmmas and the epilogue; THREADS = 384. Schedules:
+ *   pingpong     each consumer owns whole TILE_M x TILE_N tiles, alternating with the other, so
+ *                one consumer's epilogue overlaps the other's mainloop;
+ *   cooperative  both consumers work on every tile, TILE_M / 2 rows each.
+ * Entries: ge_sm90_<schedule>_<TILE_M>x<TILE_N>x<TILE_K>_s<STAGES>[_cluster2].
+ * Launch contract without a cluster:
+ *   - grid: min(num_tiles, num_SMs) CTAs, 1-D, no cluster; num_tiles = ceil(m/TILE_M) *
+ *     ceil(n/TILE_N);
+ *   - block THREADS, dynamic smem SMEM_BYTES (the stages, the epilogue buffers, the mbarriers
+ *     and 1024 bytes of alignment slack);
+ *   - tensor map boxes: {TILE_K, x_box_rows} for X (TILE_M rows, fewer when m < TILE_M:
+ *     GeSm90Params), {TILE_K, TILE_N} for W, {STORE_BOX_COLS, rows of one consumer's tile} for
+ *     out (TILE_M for pingpong, TILE_M / 2 for cooperative).
+ * Cluster entries (`_cluster2`): the same kernel (tiles, stages, THREADS, SMEM_BYTES) with the
+ * CTAs paired into clusters of GE_SM90_CLUSTER_M along M. The CTAs of a cluster compute
  * vertically adjacent TILE_M x TILE_N tiles (one (CLUSTER_M*TILE_M) x TILE_N "cluster tile")
- * that share the same W tile: CTA rank r TMA-loads rows r*W_BOX_ROWS.. of it (a {TILE_K,
- * W_BOX_ROWS} box) and multicasts the slice into both CTAs.
- * Entry: ge_sm90_tf32_128x128x32_s6_pingpong_c2. Launch contract (cuLaunchKernelEx):
+ * that share the same W tile: CTA rank r TMA-loads rows r*W_BOX_ROWS.. of it, W_BOX_ROWS =
+ * TILE_N / CLUSTER_M, and multicasts the slice into every CTA of the cluster. Launch contract
+ * (cuLaunchKernelEx):
  *   - attribute CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = (CLUSTER_M, 1, 1), always (the entry
  *     has no __cluster_dims__; without the attribute it would multicast to a CTA that is not
  *     there);
@@ -207,37 +194,66 @@ typedef struct GeSm90Params {
  *     CLUSTER_M; cluster_tiles = ceil(m / (CLUSTER_M*TILE_M)) * ceil(n / TILE_N); the max active
  *     clusters from cuOccupancyMaxActiveClusters with this block, smem and cluster shape (the
  *     clusters are persistent: the grid is what is resident at once, not one wave more);
- *   - block GE_SM90_PINGPONG_THREADS, dynamic smem GE_SM90_PINGPONG_SMEM_BYTES;
- *   - tensor map boxes: {TILE_K, x_box_rows} for X (as above), {TILE_K, W_BOX_ROWS} for W.
- * Rows of the second CTA past m (m <= 128, or m % 256 in 1..128) are zero-filled by TMA and not
- * stored; that CTA still loads and multicasts its W slice. */
-#define GE_SM90_PINGPONG_CLUSTER_M 2
-#define GE_SM90_PINGPONG_C2_W_BOX_ROWS (GE_SM90_PINGPONG_TILE_N / GE_SM90_PINGPONG_CLUSTER_M)
+ *   - block and smem as without a cluster; tensor map boxes as without a cluster, except
+ *     {TILE_K, W_BOX_ROWS} for W.
+ * Rows of the second CTA past m (m <= TILE_M, or m % (2*TILE_M) in 1..TILE_M) are zero-filled
+ * by TMA and not stored; that CTA still loads and multicasts its W slice. Both cluster kernels
+ * have the same block and smem, so one cuOccupancyMaxActiveClusters answer serves both. */
+#define GE_SM90_CLUSTER_M 2
 
-/* "cooperative": the same warp roles, but both consumers work on every tile, each on TILE_M / 2
- * rows of it (m64n256k8 wgmmas: fewer shared-memory bytes per FLOP than the ping-pong's
- * m64n128k8), 128x256x32 tiles, 4 stages. Entry: ge_sm90_tf32_128x256x32_s4_cooperative. Grid,
- * launch and smem as for "pingpong"; num_tiles = ceil(m/TILE_M) * ceil(n/TILE_N) with these
- * tiles. Tensor map boxes: {TILE_K, x_box_rows} for X, {TILE_K, TILE_N} for W, {STORE_BOX_COLS,
- * TILE_M / 2} for out. */
-#define GE_SM90_COOP_TILE_M 128
-#define GE_SM90_COOP_TILE_N 256
-#define GE_SM90_COOP_TILE_K 32
-#define GE_SM90_COOP_STAGES 4
-#define GE_SM90_COOP_THREADS 384
-#define GE_SM90_COOP_SMEM_BYTES                                                                              \
-    (GE_SM90_COOP_STAGES * (GE_SM90_COOP_TILE_M + GE_SM90_COOP_TILE_N) * GE_SM90_COOP_TILE_K * 4 + \
+/* pingpong 128x128: m64n128k8 wgmmas, 6 stages.
+ * Entries: ge_sm90_pingpong_128x128x32_s6, ge_sm90_pingpong_128x128x32_s6_cluster2. */
+#define GE_SM90_PINGPONG_128X128_TILE_M 128
+#define GE_SM90_PINGPONG_128X128_TILE_N 128
+#define GE_SM90_PINGPONG_128X128_TILE_K 32
+#define GE_SM90_PINGPONG_128X128_STAGES 6
+#define GE_SM90_PINGPONG_128X128_THREADS 384
+#define GE_SM90_PINGPONG_128X128_SMEM_BYTES                                                               \
+    (GE_SM90_PINGPONG_128X128_STAGES * (GE_SM90_PINGPONG_128X128_TILE_M + GE_SM90_PINGPONG_128X128_TILE_N) * \
+         GE_SM90_PINGPONG_128X128_TILE_K * 4 +                                                             \
      GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
 
-/* "cooperative, cluster of 2": the cooperative kernel (tiles, stages, threads, SMEM_BYTES as
- * above) with its CTAs paired along M exactly as "pingpong, cluster of 2" pairs them: CTA rank r
- * loads rows r*W_BOX_ROWS.. of the shared 256-row W tile and multicasts them into both CTAs, so
- * each CTA reads 128 + 128 rows from L2 per k-block instead of 128 + 256.
- * Entry: ge_sm90_tf32_128x256x32_s4_cooperative_c2. Launch contract: that of "pingpong, cluster
- * of 2" with this kernel's tiles (cluster tile 256 x 256), and out boxes {STORE_BOX_COLS,
- * TILE_M / 2} as for "cooperative". Block and smem equal the ping-pong's, so one
- * cuOccupancyMaxActiveClusters answer serves both cluster kernels. */
-#define GE_SM90_COOP_CLUSTER_M 2
-#define GE_SM90_COOP_C2_W_BOX_ROWS (GE_SM90_COOP_TILE_N / GE_SM90_COOP_CLUSTER_M)
+/* pingpong 64x128: one m64n128k8 per k-step, 8 stages (8 x 24 KiB = 6 x 32 KiB): for small M.
+ * Half the rows of the 128-row tile per consumer, so twice the tiles: a problem of M <= 256
+ * splits along K into half as many parts per tile, and each stream-K finisher adds half as many
+ * (and half-size) partial tiles. Entry: ge_sm90_pingpong_64x128x32_s8. */
+#define GE_SM90_PINGPONG_64X128_TILE_M 64
+#define GE_SM90_PINGPONG_64X128_TILE_N 128
+#define GE_SM90_PINGPONG_64X128_TILE_K 32
+#define GE_SM90_PINGPONG_64X128_STAGES 8
+#define GE_SM90_PINGPONG_64X128_THREADS 384
+#define GE_SM90_PINGPONG_64X128_SMEM_BYTES                                                             \
+    (GE_SM90_PINGPONG_64X128_STAGES * (GE_SM90_PINGPONG_64X128_TILE_M + GE_SM90_PINGPONG_64X128_TILE_N) * \
+         GE_SM90_PINGPONG_64X128_TILE_K * 4 +                                                           \
+     GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
+
+/* pingpong 64x64: one m64n64k8 per k-step, 12 stages (12 x 16 KiB = 6 x 32 KiB): for M <= 128,
+ * where a wave of these tiles needs no split (or half as many parts as the 64x128 tiles) and
+ * each CTA streams its own 64 rows of W, as cuBLAS's 64x64 kernel does there.
+ * Entry: ge_sm90_pingpong_64x64x32_s12. */
+#define GE_SM90_PINGPONG_64X64_TILE_M 64
+#define GE_SM90_PINGPONG_64X64_TILE_N 64
+#define GE_SM90_PINGPONG_64X64_TILE_K 32
+#define GE_SM90_PINGPONG_64X64_STAGES 12
+#define GE_SM90_PINGPONG_64X64_THREADS 384
+#define GE_SM90_PINGPONG_64X64_SMEM_BYTES                                                           \
+    (GE_SM90_PINGPONG_64X64_STAGES * (GE_SM90_PINGPONG_64X64_TILE_M + GE_SM90_PINGPONG_64X64_TILE_N) * \
+         GE_SM90_PINGPONG_64X64_TILE_K * 4 +                                                         \
+     GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
+
+/* cooperative 128x256: both consumers on every tile, 64 rows each (m64n256k8 wgmmas: fewer
+ * shared-memory bytes per FLOP than the ping-pong's m64n128k8), 4 stages. With the cluster,
+ * the cluster tile is 256 x 256 and each CTA reads 128 + 128 rows from L2 per k-block instead
+ * of 128 + 256.
+ * Entries: ge_sm90_cooperative_128x256x32_s4, ge_sm90_cooperative_128x256x32_s4_cluster2. */
+#define GE_SM90_COOPERATIVE_128X256_TILE_M 128
+#define GE_SM90_COOPERATIVE_128X256_TILE_N 256
+#define GE_SM90_COOPERATIVE_128X256_TILE_K 32
+#define GE_SM90_COOPERATIVE_128X256_STAGES 4
+#define GE_SM90_COOPERATIVE_128X256_THREADS 384
+#define GE_SM90_COOPERATIVE_128X256_SMEM_BYTES                                                                    \
+    (GE_SM90_COOPERATIVE_128X256_STAGES * (GE_SM90_COOPERATIVE_128X256_TILE_M + GE_SM90_COOPERATIVE_128X256_TILE_N) * \
+         GE_SM90_COOPERATIVE_128X256_TILE_K * 4 +                                                                  \
+     GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
 
 #endif /* GEMM_EPILOGUE_H */

@@ -1,53 +1,35 @@
-// The mma.sync family's kernel entry points: one extern "C" symbol per configuration.
-// Their names, tile shapes and launch contract are listed in include/gemm_epilogue.h and in
-// src/kernels.rs; add a configuration in all three places (docs/TILING.md says how).
+// The mma.sync family's kernel entry points: one extern "C" symbol per configuration. Their
+// names, tile shapes and launch contract are in include/gemm_epilogue.h (one GE_SM80_MMA_*
+// prefix per tile shape) and in src/kernels/catalogue.rs; add a configuration in all three
+// places (docs/TILING.md says how).
 #pragma once
 
 #include "../include/gemm_epilogue.h"
 #include "config.cuh"
 #include "kernel.cuh"
 
-namespace ge::sm80 {
-
-//                        TILE_M                  TILE_N                  TILE_K
-using Large = Config<GE_SM80_LARGE_TILE_M, GE_SM80_LARGE_TILE_N, GE_SM80_LARGE_TILE_K,
-                     /*WarpM*/ 64, /*WarpN*/ 64, GE_SM80_LARGE_STAGES, OperandAccess::Vec4>;
-using LargeScalar = Config<GE_SM80_LARGE_TILE_M, GE_SM80_LARGE_TILE_N, GE_SM80_LARGE_TILE_K,
-                           /*WarpM*/ 64, /*WarpN*/ 64, GE_SM80_LARGE_STAGES, OperandAccess::Scalar>;
-using Wide = Config<GE_SM80_WIDE_TILE_M, GE_SM80_WIDE_TILE_N, GE_SM80_WIDE_TILE_K,
-                    /*WarpM*/ 64, /*WarpN*/ 64, GE_SM80_WIDE_STAGES, OperandAccess::Vec4, Rounding::Nearest,
-                    EpilogueStore::Staged>;
-using WideScalar = Config<GE_SM80_WIDE_TILE_M, GE_SM80_WIDE_TILE_N, GE_SM80_WIDE_TILE_K,
-                          /*WarpM*/ 64, /*WarpN*/ 64, GE_SM80_WIDE_STAGES, OperandAccess::Scalar>;
-using WideTrunc = Config<GE_SM80_WIDE_TILE_M, GE_SM80_WIDE_TILE_N, GE_SM80_WIDE_TILE_K,
-                         /*WarpM*/ 64, /*WarpN*/ 64, GE_SM80_WIDE_STAGES, OperandAccess::Vec4, Rounding::Truncate>;
-using LargeTrunc = Config<GE_SM80_LARGE_TILE_M, GE_SM80_LARGE_TILE_N, GE_SM80_LARGE_TILE_K,
-                          /*WarpM*/ 64, /*WarpN*/ 64, GE_SM80_LARGE_STAGES, OperandAccess::Vec4, Rounding::Truncate>;
-using Small = Config<GE_SM80_SMALL_TILE_M, GE_SM80_SMALL_TILE_N, GE_SM80_SMALL_TILE_K,
-                     /*WarpM*/ 32, /*WarpN*/ 32, GE_SM80_SMALL_STAGES, OperandAccess::Vec4>;
-using SmallScalar = Config<GE_SM80_SMALL_TILE_M, GE_SM80_SMALL_TILE_N, GE_SM80_SMALL_TILE_K,
-                           /*WarpM*/ 32, /*WarpN*/ 32, GE_SM80_SMALL_STAGES, OperandAccess::Scalar>;
-
-static_assert(Large::kThreads == GE_SM80_LARGE_THREADS, "header and config disagree");
-static_assert(Wide::kThreads == GE_SM80_WIDE_THREADS, "header and config disagree");
-static_assert(Small::kThreads == GE_SM80_SMALL_THREADS, "header and config disagree");
-
-}  // namespace ge::sm80
-
-#define GE_SM80_ENTRY(NAME, CFG)                                                              \
-    extern "C" __global__ void __launch_bounds__(CFG::kThreads, 1)                            \
-        NAME(const GeProblem p, const GeStreamK stream_k) {                                   \
-        extern __shared__ __align__(128) float ge_sm80_smem[];                                \
-        ge::sm80::fused_gemm<CFG>(p, stream_k, ge_sm80_smem, blockIdx.x, gridDim.x, threadIdx.x); \
+// NAME: the extern "C" symbol; P: its header prefix (P##_TILE_M ...); then the policies
+// (OperandAccess::..., Rounding::..., EpilogueStore::...). The header's THREADS and SMEM_BYTES
+// are checked against the config they describe.
+#define GE_SM80_ENTRY(NAME, P, ACCESS, ROUNDING, STORE)                                                     \
+    extern "C" __global__ void __launch_bounds__(P##_THREADS, 1) NAME(const GeProblem p, const GeStreamK stream_k) { \
+        using Config = ge::sm80::KernelConfig<P##_TILE_M, P##_TILE_N, P##_TILE_K, P##_WARP_M, P##_WARP_N,          \
+                                              P##_STAGES, ge::sm80::ACCESS, ge::sm80::ROUNDING, ge::sm80::STORE>; \
+        static_assert(Config::THREADS == P##_THREADS, #P "_THREADS disagrees with the kernel config");             \
+        static_assert(Config::SMEM_BYTES == P##_SMEM_BYTES, #P "_SMEM_BYTES disagrees with the kernel config");    \
+        extern __shared__ __align__(128) float ge_sm80_smem[];                                                      \
+        ge::sm80::fused_gemm<Config>(p, stream_k, ge_sm80_smem, blockIdx.x, gridDim.x, threadIdx.x);              \
     }
 
-GE_SM80_ENTRY(ge_sm80_tf32_128x128x32_s3_vec4, ge::sm80::Large)
-GE_SM80_ENTRY(ge_sm80_tf32_128x128x32_s3_scalar, ge::sm80::LargeScalar)
-GE_SM80_ENTRY(ge_sm80_tf32_128x256x32_s3_vec4, ge::sm80::Wide)
-GE_SM80_ENTRY(ge_sm80_tf32_128x256x32_s3_scalar, ge::sm80::WideScalar)
-GE_SM80_ENTRY(ge_sm80_tf32_128x128x32_s3_vec4_trunc, ge::sm80::LargeTrunc)
-GE_SM80_ENTRY(ge_sm80_tf32_128x256x32_s3_vec4_trunc, ge::sm80::WideTrunc)
-GE_SM80_ENTRY(ge_sm80_tf32_64x64x32_s4_vec4, ge::sm80::Small)
-GE_SM80_ENTRY(ge_sm80_tf32_64x64x32_s4_scalar, ge::sm80::SmallScalar)
+// clang-format off
+GE_SM80_ENTRY(ge_sm80_mma_128x128x32_s3_vec4,       GE_SM80_MMA_128X128, OperandAccess::Vec4,   Rounding::Nearest,  EpilogueStore::Registers)
+GE_SM80_ENTRY(ge_sm80_mma_128x128x32_s3_vec4_trunc, GE_SM80_MMA_128X128, OperandAccess::Vec4,   Rounding::Truncate, EpilogueStore::Registers)
+GE_SM80_ENTRY(ge_sm80_mma_128x128x32_s3_scalar,     GE_SM80_MMA_128X128, OperandAccess::Scalar, Rounding::Nearest,  EpilogueStore::Registers)
+GE_SM80_ENTRY(ge_sm80_mma_128x256x32_s3_vec4,       GE_SM80_MMA_128X256, OperandAccess::Vec4,   Rounding::Nearest,  EpilogueStore::Staged)
+GE_SM80_ENTRY(ge_sm80_mma_128x256x32_s3_vec4_trunc, GE_SM80_MMA_128X256, OperandAccess::Vec4,   Rounding::Truncate, EpilogueStore::Registers)
+GE_SM80_ENTRY(ge_sm80_mma_128x256x32_s3_scalar,     GE_SM80_MMA_128X256, OperandAccess::Scalar, Rounding::Nearest,  EpilogueStore::Registers)
+GE_SM80_ENTRY(ge_sm80_mma_64x64x32_s4_vec4,         GE_SM80_MMA_64X64,   OperandAccess::Vec4,   Rounding::Nearest,  EpilogueStore::Registers)
+GE_SM80_ENTRY(ge_sm80_mma_64x64x32_s4_scalar,       GE_SM80_MMA_64X64,   OperandAccess::Scalar, Rounding::Nearest,  EpilogueStore::Registers)
+// clang-format on
 
 #undef GE_SM80_ENTRY

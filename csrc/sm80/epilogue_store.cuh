@@ -20,16 +20,16 @@ __device__ __forceinline__ void store_tile(const WarpMma<Cfg> &mma, const Epilog
     const int g = lane >> 2, t = lane & 3;
     const bool pairs = (p.ldo % 2 == 0) && (reinterpret_cast<uintptr_t>(p.out) % 8 == 0);
 #pragma unroll
-    for (int j = 0; j < Cfg::kFragsN; ++j) {
-        const int col = n0 + warp_n * Cfg::kWarpN + j * Cfg::kInstN + 2 * t;
+    for (int j = 0; j < Cfg::FRAGS_N; ++j) {
+        const int col = n0 + warp_n * Cfg::WARP_N + j * Cfg::INST_N + 2 * t;
         const bool c0 = col < p.n, c1 = col + 1 < p.n;
         const float b0 = c0 ? epi.bias_at(col) : 0.0f;
         const float b1 = c1 ? epi.bias_at(col + 1) : 0.0f;
 #pragma unroll
-        for (int i = 0; i < Cfg::kFragsM; ++i) {
+        for (int i = 0; i < Cfg::FRAGS_M; ++i) {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {  // h = 0: row g, h = 1: row g + 8
-                const int row = m0 + warp_m * Cfg::kWarpM + i * Cfg::kInstM + g + 8 * h;
+                const int row = m0 + warp_m * Cfg::WARP_M + i * Cfg::INST_M + g + 8 * h;
                 if (row >= p.m) continue;
                 const float v0 = epi(mma.acc[i][j][2 * h], b0);
                 const float v1 = epi(mma.acc[i][j][2 * h + 1], b1);
@@ -45,12 +45,13 @@ __device__ __forceinline__ void store_tile(const WarpMma<Cfg> &mma, const Epilog
     }
 }
 
-// The CTA tile in shared memory: row r, 16-byte chunk c (of TILE_N / 4) at chunk c ^ (r % 8) of
-// the row, so the fragment writes (8 rows x 2 chunks per warp store) and the row-wise reads both
-// hit 8 distinct chunk positions per 128 bytes: no bank conflicts.
+// The CTA tile in shared memory, (TILE_M, TILE_N) fp32 over the idle stage buffers: row r,
+// 16-byte chunk c (of TILE_N / 4) at chunk c ^ (r % 8) of the row, so the fragment writes (8 rows
+// x 2 chunks per warp store) and the row-wise reads both hit 8 distinct chunk positions per 128
+// bytes: no bank conflicts.
 template <class Cfg>
 __device__ __forceinline__ int staged_offset(int row, int col) {
-    return row * Cfg::kTileN + ((((col >> 2) ^ (row & 7))) << 2) + (col & 3);
+    return row * Cfg::TILE_N + ((((col >> 2) ^ (row & 7))) << 2) + (col & 3);
 }
 
 // Call after the mainloop with no cp.async in flight; `smem` is the stage buffers.
@@ -61,25 +62,25 @@ __device__ __forceinline__ void store_tile_staged(const WarpMma<Cfg> &mma, const
     const int g = lane >> 2, t = lane & 3;
     __syncthreads();  // every warp is done reading its last fragments from the stages
 #pragma unroll
-    for (int j = 0; j < Cfg::kFragsN; ++j) {
-        const int col = warp_n * Cfg::kWarpN + j * Cfg::kInstN + 2 * t;  // in the tile
+    for (int j = 0; j < Cfg::FRAGS_N; ++j) {
+        const int col = warp_n * Cfg::WARP_N + j * Cfg::INST_N + 2 * t;  // in the tile
         const float b0 = n0 + col < p.n ? epi.bias_at(n0 + col) : 0.0f;
         const float b1 = n0 + col + 1 < p.n ? epi.bias_at(n0 + col + 1) : 0.0f;
 #pragma unroll
-        for (int i = 0; i < Cfg::kFragsM; ++i) {
+        for (int i = 0; i < Cfg::FRAGS_M; ++i) {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const int row = warp_m * Cfg::kWarpM + i * Cfg::kInstM + g + 8 * h;
+                const int row = warp_m * Cfg::WARP_M + i * Cfg::INST_M + g + 8 * h;
                 *reinterpret_cast<float2 *>(smem + staged_offset<Cfg>(row, col)) =
                     make_float2(epi(mma.acc[i][j][2 * h], b0), epi(mma.acc[i][j][2 * h + 1], b1));
             }
         }
     }
     __syncthreads();
-    constexpr int kChunksPerRow = Cfg::kTileN / 4;
+    constexpr int kChunksPerRow = Cfg::TILE_N / 4;
     const bool vec4 = (p.ldo % 4 == 0) && (reinterpret_cast<uintptr_t>(p.out) % 16 == 0);
 #pragma unroll 4
-    for (int q = tid; q < Cfg::kTileM * kChunksPerRow; q += Cfg::kThreads) {
+    for (int q = tid; q < Cfg::TILE_M * kChunksPerRow; q += Cfg::THREADS) {
         const int row = q / kChunksPerRow, col = (q % kChunksPerRow) * 4;
         if (m0 + row >= p.m || n0 + col >= p.n) continue;
         const float4 v = *reinterpret_cast<const float4 *>(smem + staged_offset<Cfg>(row, col));

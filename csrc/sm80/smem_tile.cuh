@@ -14,41 +14,43 @@
 
 #include "../common/ptx.cuh"
 #include "config.cuh"
+#include "ptx.cuh"
 
 namespace ge::sm80 {
 
 // Offset in floats of chunk `chunk` of row `row` inside a swizzled (ROWS, 32) tile.
 __device__ __forceinline__ int chunk_offset(int row, int chunk) { return row * 32 + ((chunk ^ (row & 7)) << 2); }
 
-template <int Rows, int Threads, OperandAccess Access>
+template <int ROWS, int THREADS, OperandAccess ACCESS>
 struct SmemTileLoader {
-    static constexpr int kPairsPerPass = Threads / 8;
-    static constexpr int kRowsPerPass = 2 * kPairsPerPass;
-    static constexpr int kPasses = Rows / kRowsPerPass;
-    static_assert(Threads % 64 == 0 && Rows % kRowsPerPass == 0, "row pairs must tile the rows evenly");
+    static constexpr int PAIRS_PER_PASS = THREADS / 8;
+    static constexpr int ROWS_PER_PASS = 2 * PAIRS_PER_PASS;
+    static constexpr int PASSES = ROWS / ROWS_PER_PASS;
+    static_assert(THREADS % 64 == 0 && ROWS % ROWS_PER_PASS == 0, "row pairs must tile the rows evenly");
     // Fully unrolled, the 4-byte path's 8 copies a pass keep too many addresses live.
-    static constexpr int kUnrollPasses = Access == OperandAccess::Vec4 ? kPasses : 1;
+    static constexpr int UNROLL_PASSES = ACCESS == OperandAccess::Vec4 ? PASSES : 1;
 
     // First row of this thread's pair in pass 0; the chunk it owns.
     __device__ __forceinline__ static int first_row(int tid) { return ((tid >> 3) >> 3) * 16 + ((tid >> 3) & 7); }
 
-    // Copies rows [row0, row0 + Rows) x columns [k0, k0 + 32) of a row-major operand (row stride ld,
-    // `rows` valid rows, `k` valid columns) into `tile`. Out-of-range elements are zero-filled
-    // (cp.async with src-size 0 reads nothing), so the mainloop needs no predication.
+    // Copies rows [row0, row0 + ROWS) x columns [k0, k0 + 32) of a row-major operand (row stride ld,
+    // `rows` valid rows, `k` valid columns) into `tile`, (ROWS, 32) fp32 in smem. Out-of-range
+    // elements are zero-filled (cp.async with src-size 0 reads nothing), so the mainloop needs no
+    // predication.
     __device__ __forceinline__ static void load(float *tile, const float *gmem, int64_t ld, int rows, int k,
                                                 int row0, int k0, int tid) {
         const int r = first_row(tid), chunk = tid & 7;
         const int gk = k0 + chunk * 4;
         const float *src = gmem + int64_t(row0 + r) * ld + gk;
-        const uint32_t dst = ptx::smem_addr(tile + chunk_offset(r, chunk));
-#pragma unroll(kUnrollPasses)
-        for (int j = 0; j < kPasses; ++j) {
+        const uint32_t dst = ge::ptx::smem_addr(tile + chunk_offset(r, chunk));
+#pragma unroll(UNROLL_PASSES)
+        for (int j = 0; j < PASSES; ++j) {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {  // rows r and r + 8: same swizzle term, 8 rows apart
-                const int row = row0 + r + j * kRowsPerPass + 8 * h;
-                const float *p = src + (j * kRowsPerPass + 8 * h) * ld;
-                const uint32_t d = dst + (j * kRowsPerPass + 8 * h) * 32 * 4;
-                if constexpr (Access == OperandAccess::Vec4) {
+                const int row = row0 + r + j * ROWS_PER_PASS + 8 * h;
+                const float *p = src + (j * ROWS_PER_PASS + 8 * h) * ld;
+                const uint32_t d = dst + (j * ROWS_PER_PASS + 8 * h) * 32 * 4;
+                if constexpr (ACCESS == OperandAccess::Vec4) {
                     ptx::cp_async_16(d, p, row < rows && gk < k);  // k % 4 == 0: all in or all out
                 } else {
 #pragma unroll
@@ -57,7 +59,6 @@ struct SmemTileLoader {
             }
         }
     }
-
 };
 
 }  // namespace ge::sm80

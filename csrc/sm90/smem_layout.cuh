@@ -21,9 +21,9 @@ inline constexpr uint32_t kSwizzleAtomBytes = 1024;
 //   bits 32-45  stride-dimension byte offset >> 4 (next 8-row core-matrix group: 1024 B)
 //   bits 49-51  base offset (0: tiles are 1024-byte aligned)
 //   bits 62-63  swizzle mode (1 = 128B)
-__device__ __forceinline__ uint64_t make_desc_k_major_sw128(uint32_t smem_addr) {
+__device__ __forceinline__ uint64_t make_desc_k_major_sw128(uint32_t addr) {
     uint64_t desc = 0;
-    desc |= static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4);
+    desc |= static_cast<uint64_t>((addr & 0x3FFFF) >> 4);
     desc |= static_cast<uint64_t>(1) << 16;
     desc |= static_cast<uint64_t>(kSwizzleAtomBytes >> 4) << 32;
     desc |= static_cast<uint64_t>(1) << 62;
@@ -40,22 +40,22 @@ inline constexpr uint32_t kStoreBoxCols = GE_SM90_STORE_BOX_COLS;
 inline constexpr uint32_t kEpilogueFloatsPerConsumer = GE_SM90_EPILOGUE_SMEM_BYTES / sizeof(float) / 2;
 
 // The CTA's dynamic shared memory, carved from a 1024-byte aligned base:
-//   a[s]: (TILE_M, TILE_K) fp32, 128B-swizzled, stage s
-//   b[s]: (TILE_N, TILE_K) fp32, 128B-swizzled, stage s
-//   c[w]: consumer w's epilogue boxes
+//   x[s]: (TILE_M, TILE_K) fp32, 128B-swizzled, stage s
+//   w[s]: (TILE_N, TILE_K) fp32, 128B-swizzled, stage s
+//   c[i]: consumer i's epilogue boxes, (rows of its tile, STORE_BOX_COLS) fp32 each
 //   full[s]  : TMA -> consumers ("stage s holds data"), 1 arrival + tx bytes
 //   empty[s] : consumers -> producer ("stage s may be overwritten"), one arrival per releasing
 //              consumer warp of every CTA in the cluster
 template <int TILE_M, int TILE_N, int TILE_K, int STAGES>
 struct SharedStorage {
-    static constexpr uint32_t kABytes = TILE_M * TILE_K * sizeof(float);
-    static constexpr uint32_t kBBytes = TILE_N * TILE_K * sizeof(float);
+    static constexpr uint32_t X_BYTES = TILE_M * TILE_K * sizeof(float);
+    static constexpr uint32_t W_BYTES = TILE_N * TILE_K * sizeof(float);
     static_assert(TILE_K * sizeof(float) == 128, "TILE_K must span exactly one 128B swizzle row");
-    static_assert(kABytes % kSwizzleAtomBytes == 0 && kBBytes % kSwizzleAtomBytes == 0,
+    static_assert(X_BYTES % kSwizzleAtomBytes == 0 && W_BYTES % kSwizzleAtomBytes == 0,
                   "tiles must be whole swizzle atoms to keep every stage 1024-byte aligned");
 
-    alignas(1024) float a[STAGES][TILE_M * TILE_K];
-    alignas(1024) float b[STAGES][TILE_N * TILE_K];
+    alignas(1024) float x[STAGES][TILE_M * TILE_K];
+    alignas(1024) float w[STAGES][TILE_N * TILE_K];
     alignas(1024) float c[2][kEpilogueFloatsPerConsumer];
     uint64_t full[STAGES];
     uint64_t empty[STAGES];

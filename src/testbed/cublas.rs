@@ -6,17 +6,17 @@
 
 use std::sync::Arc;
 
-mod cublaslt;
-pub mod timing;
-pub use cublaslt::{CublasLtLinear, CublasLtPlan};
-
 use cudarc::cublas::{sys as blas, CudaBlas};
-use cudarc::driver::{CudaStream, CudaView, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaStream, CudaView, DevicePtr, DevicePtrMut, DeviceSlice, LaunchConfig, PushKernelArg};
 
-use crate::error::{Error, Result};
-use crate::gemm::FusedGemm;
+use super::Result;
+use crate::error::{Error, Operand};
+use crate::gemm::{rowwise_grid, FusedGemm};
 use crate::matrix::{MatrixMut, MatrixRef};
 use crate::sys::GeElementwiseParams;
+
+/// The elementwise pass's symbol (`csrc/elementwise/bias_scale_residual.cuh`).
+const ELEMENTWISE: &str = "ge_elementwise_bias_scale_residual";
 
 /// cuBLAS TF32 GEMM + our elementwise epilogue, on one stream.
 #[derive(Debug)]
@@ -24,13 +24,16 @@ pub struct CublasBaseline {
     blas: CudaBlas,
     stream: Arc<CudaStream>,
     gemm: FusedGemm,
+    elementwise: CudaFunction,
 }
 
 impl CublasBaseline {
-    /// A cuBLAS handle on `stream`; `gemm` supplies the elementwise kernel and the validation.
+    /// A cuBLAS handle on `stream`; `gemm` supplies the module of the elementwise kernel and the
+    /// validation.
     pub fn new(gemm: &FusedGemm, stream: Arc<CudaStream>) -> Result<Self> {
         gemm.check_stream(&stream)?;
-        Ok(Self { blas: CudaBlas::new(stream.clone())?, stream, gemm: gemm.clone() })
+        let elementwise = gemm.module().load_function(ELEMENTWISE)?;
+        Ok(Self { blas: CudaBlas::new(stream.clone())?, stream, gemm: gemm.clone(), elementwise })
     }
 
     /// The stream every call runs on.
@@ -45,7 +48,7 @@ impl CublasBaseline {
             return Ok(());
         }
         let int = |what: &'static str, v: usize| -> Result<i32> {
-            i32::try_from(v.max(1)).map_err(|_| Error::DimensionTooLarge { what, value: v, max: i32::MAX as usize })
+            i32::try_from(v.max(1)).map_err(|_| Error::DimensionTooLarge { what, value: v, max: i32::MAX as usize }.into())
         };
         let (ldx, ldw, ldo) = (int("ldx (cuBLAS)", x.ld)?, int("ldw (cuBLAS)", w.ld)?, int("ldo (cuBLAS)", out.ld)?);
         let stream = self.stream.clone();
@@ -88,17 +91,28 @@ impl CublasBaseline {
         let (m, n) = (out.rows, out.cols);
         if let Some(b) = bias {
             if b.len() != n {
-                return Err(Error::ShapeMismatch { what: "bias.len() (N) vs out.cols (N)", expected: n, found: b.len() });
+                return Err(Error::ShapeMismatch { what: "bias.len() (N) vs out.cols (N)", expected: n, found: b.len() }.into());
             }
+        }
+        let ctx = self.stream.context().cu_ctx();
+        if out.data.stream().context().cu_ctx() != ctx {
+            return Err(Error::WrongContext { operand: Some(Operand::Out) }.into());
+        }
+        if bias.is_some_and(|b| b.stream().context().cu_ctx() != ctx) {
+            return Err(Error::WrongContext { operand: Some(Operand::Bias) }.into());
         }
         if m == 0 || n == 0 {
             return Ok(());
         }
         if m > i32::MAX as usize || n > i32::MAX as usize {
-            return Err(Error::DimensionTooLarge { what: "out rows/cols", value: m.max(n), max: i32::MAX as usize });
+            return Err(Error::DimensionTooLarge { what: "out rows/cols", value: m.max(n), max: i32::MAX as usize }.into());
         }
-        if out.ld < n || (m - 1).saturating_mul(out.ld).saturating_add(n) > out.data.len() {
-            return Err(Error::BufferTooSmall { operand: crate::Operand::Out, needed: (m - 1).saturating_mul(out.ld).saturating_add(n), len: out.data.len() });
+        let needed = (m - 1).saturating_mul(out.ld).saturating_add(n);
+        if out.ld < n {
+            return Err(Error::LeadingDimension { operand: Operand::Out, ld: out.ld, cols: n }.into());
+        }
+        if needed > out.data.len() {
+            return Err(Error::BufferTooSmall { operand: Operand::Out, needed, len: out.data.len() }.into());
         }
         let stream = self.stream.clone();
         let (b_ptr, _bg) = match bias {
@@ -117,9 +131,9 @@ impl CublasBaseline {
             n: n as i32,
             scale,
         };
-        let grid_dim = crate::kernels::rowwise_grid(m, n.div_ceil(4), self.gemm.device().sm_count);
+        let grid_dim = rowwise_grid(m, n.div_ceil(4), self.gemm.device().sm_count);
         let cfg = LaunchConfig { grid_dim, block_dim: (256, 1, 1), shared_mem_bytes: 0 };
-        let mut launch = stream.launch_builder(self.gemm.elementwise_function());
+        let mut launch = stream.launch_builder(&self.elementwise);
         launch.arg(&params);
         // SAFETY: params match the kernel's `const GeElementwiseParams`; extents validated above.
         unsafe { launch.launch(cfg) }?;

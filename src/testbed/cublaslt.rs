@@ -20,7 +20,8 @@ use cudarc::cublaslt::result as lt;
 use cudarc::cublaslt::sys;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, DevicePtr, DevicePtrMut};
 
-use crate::error::{Error, Result};
+use super::Result;
+use crate::error::Error;
 use crate::gemm::FusedGemm;
 use crate::matrix::{MatrixMut, MatrixRef};
 
@@ -31,8 +32,8 @@ const WORKSPACE_BYTES: usize = 32 << 20;
 ///
 /// ```no_run
 /// # use gemm_epilogue::{cuda_context, FusedGemm, MatrixMut, MatrixRef};
-/// # use gemm_epilogue::baseline::CublasLtLinear;
-/// # fn main() -> Result<(), gemm_epilogue::Error> {
+/// # use gemm_epilogue::testbed::CublasLtLinear;
+/// # fn main() -> Result<(), gemm_epilogue::testbed::Error> {
 /// let ctx = cuda_context(0)?;
 /// let stream = ctx.default_stream();
 /// let gemm = FusedGemm::new(&ctx)?;
@@ -219,7 +220,7 @@ impl CublasLtLinear {
         }
         for (what, v) in [("ldx (cuBLASLt)", x.ld), ("ldw (cuBLASLt)", w.ld), ("ldo (cuBLASLt)", out.ld)] {
             if v > i64::MAX as usize {
-                return Err(Error::DimensionTooLarge { what, value: v, max: i64::MAX as usize });
+                return Err(Error::DimensionTooLarge { what, value: v, max: i64::MAX as usize }.into());
             }
         }
 
@@ -289,7 +290,7 @@ impl CublasLtLinear {
         ];
         for (what, expected, found) in checks {
             if expected != found {
-                return Err(Error::ShapeMismatch { what, expected, found });
+                return Err(Error::ShapeMismatch { what, expected, found }.into());
             }
         }
         let Some(call) = &plan.call else { return Ok(()) };
@@ -305,7 +306,7 @@ impl CublasLtLinear {
             ("out pointer alignment (bytes) vs prepared plan", k.align[2], o_ptr),
         ] {
             if alignment(ptr) < needed {
-                return Err(Error::ShapeMismatch { what, expected: needed as usize, found: alignment(ptr) as usize });
+                return Err(Error::ShapeMismatch { what, expected: needed as usize, found: alignment(ptr) as usize }.into());
             }
         }
         let beta = 0.0f32;

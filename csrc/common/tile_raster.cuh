@@ -1,20 +1,20 @@
-// Persistent tile scheduler: CTA b walks tiles b, b + G, b + 2G, ... (G = gridDim.x) of a
-// grouped raster, so that the ~132 tiles in flight at once share few X and W panels in L2.
+// Grouped raster: the order in which a launch walks its output tiles, shared by both families.
+// Linear tile ids run through groups of GROUP_M tile rows, column by column inside a group, so
+// the CTAs in flight at once (one wave, or the persistent CTAs' current tiles) share a few W
+// panels and the group's GROUP_M X panels, and read them from L2 rather than DRAM.
 #pragma once
 
-#include <cstdint>
-
-namespace ge::sm90 {
+namespace ge {
 
 template <int TILE_M, int TILE_N, int GROUP_M>
-struct GroupedTileScheduler {
-    static_assert(GROUP_M >= 1, "GROUP_M: number of M tiles per raster group");
+struct GroupedRaster {
+    static_assert(GROUP_M >= 1, "GROUP_M: tile rows per raster group");
 
     int tiles_m;
     int tiles_n;
     int num_tiles;
 
-    __device__ __forceinline__ GroupedTileScheduler(int m, int n)
+    __device__ __forceinline__ GroupedRaster(int m, int n)
         : tiles_m((m + TILE_M - 1) / TILE_M), tiles_n((n + TILE_N - 1) / TILE_N), num_tiles(tiles_m * tiles_n) {}
 
     struct Tile {
@@ -22,8 +22,7 @@ struct GroupedTileScheduler {
         int n0;  // first output column of the tile
     };
 
-    // Linear tile id -> tile. Groups of GROUP_M tile rows are walked column by column, so
-    // consecutive ids reuse the same W panel (N) and the group's GROUP_M X panels (M).
+    // Linear tile id -> tile; the last group has fewer tile rows when tiles_m % GROUP_M != 0.
     __device__ __forceinline__ Tile tile(int id) const {
         const int tiles_per_group = GROUP_M * tiles_n;
         const int group = id / tiles_per_group;
@@ -36,4 +35,4 @@ struct GroupedTileScheduler {
     }
 };
 
-}  // namespace ge::sm90
+}  // namespace ge

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 
-use crate::error::Result;
+use super::Result;
 
 /// Per-variant medians of one [`interleaved`] measurement.
 #[derive(Clone, Debug, PartialEq)]

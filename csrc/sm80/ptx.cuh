@@ -1,0 +1,56 @@
+// PTX of the mma.sync family only (cp.async, ldmatrix, mma.sync), each a tiny named function.
+// Thread scope: nothing here reads threadIdx. What both families use is in ../common/ptx.cuh.
+#pragma once
+
+#include <cstdint>
+
+namespace ge::sm80::ptx {
+
+// ---- cp.async ----------------------------------------------------------------------------
+
+// 16-byte global->shared copy that bypasses L1; copies 0 bytes and zero-fills when !valid.
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void *src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(valid ? 16 : 0));
+}
+
+// 4-byte global->shared copy; zero-fills when !valid.
+__device__ __forceinline__ void cp_async_4(uint32_t dst, const void *src, bool valid) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(valid ? 4 : 0));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+// Wait until at most `PENDING` committed groups are still in flight.
+template <int PENDING>
+__device__ __forceinline__ void cp_async_wait() {
+    static_assert(PENDING >= 0 && PENDING < 8, "cp.async.wait_group takes a small immediate");
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING));
+}
+
+// ---- ldmatrix, mma.sync -------------------------------------------------------------------
+
+// Four 8x8 matrices of 16-byte rows from shared memory, one register each: lanes 8j..8j+7 give
+// the row addresses of matrix j, and lane l receives word l%4 of row l/4 of every matrix. Typed
+// .b16, but on 32-bit data each row is 4 words, so matrix j lands as a tf32 fragment register.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t smem_row_addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_row_addr));
+}
+
+// D = A(16x8, row) * B(8x8, col) + D, tf32 inputs, fp32 accumulators.
+// Fragment ownership (g = lane/4, t = lane%4):
+//   a = {A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4]},  b = {B[t][g], B[t+4][g]},
+//   d = {D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1]}.
+__device__ __forceinline__ void mma_m16n8k8_tf32(float (&d)[4], const uint32_t (&a)[4],
+                                                 const uint32_t (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+}  // namespace ge::sm80::ptx

@@ -1,0 +1,118 @@
+// Consumer warpgroups of the sm_90a kernel: wgmma mainloop over the stage ring, the stream-K
+// hand-off (../common/stream_k.cuh) and the fused epilogue (epilogue_store.cuh), per work item.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../common/ptx.cuh"
+#include "../common/stream_k.cuh"
+#include "../include/gemm_epilogue.h"
+#include "epilogue_store.cuh"
+#include "pipeline.cuh"
+#include "ptx.cuh"
+#include "smem_layout.cuh"
+#include "tile_bias.cuh"
+#include "wgmma.cuh"
+
+namespace ge::sm90 {
+
+// Mainloop of one consumer tile: acc[ma] = X(m0 + row0 + 64 ma .. +64, :) * W(n0 .. +TILE_N, :)^T.
+// Returns with the last stage still held (released by the caller after wgmma_wait_group<0>).
+template <class Cfg>
+__device__ __forceinline__ uint32_t mma_tile(typename Cfg::Storage &s, PipelineState &pipe, int k_tiles,
+                                             float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM], int row0, int lane) {
+    uint32_t held_stage = 0;
+    for (int kb = 0; kb < k_tiles; ++kb) {
+        ptx::mbarrier_wait(&s.full[pipe.stage], pipe.phase);
+        const uint64_t desc_x = make_desc_k_major_sw128(ge::ptx::smem_addr(s.x[pipe.stage]));  // (TILE_M, TILE_K)
+        const uint64_t desc_w = make_desc_k_major_sw128(ge::ptx::smem_addr(s.w[pipe.stage]));  // (TILE_N, TILE_K)
+        ptx::wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < Cfg::K_STEPS; ++ks) {
+#pragma unroll
+            for (int ma = 0; ma < Cfg::M_ATOMS; ++ma) {
+                // X: rows row0 + 64*ma.. of the tile (128 B per row), k-step ks (32 B along the row).
+                const uint64_t x = desc_advance(desc_x, (row0 + ma * Cfg::WGMMA_M) * 128 + ks * Cfg::WGMMA_K * 4);
+                const uint64_t w = desc_advance(desc_w, ks * Cfg::WGMMA_K * 4);
+                ptx::wgmma_tf32<Cfg::WGMMA_N>(acc[ma], x, w, (kb | ks) != 0);
+            }
+        }
+        ptx::wgmma_commit_group();
+        // Keep this k-block's group in flight; the previous one is done, so free its stage.
+        ptx::wgmma_wait_group<1>();
+        if (kb > 0 && lane == 0) release_stage<Cfg>(s, held_stage);
+        held_stage = pipe.stage;
+        pipe.template advance<Cfg::STAGES>();
+    }
+    return held_stage;
+}
+
+// Consumer warpgroup `consumer` (0 or 1). PingPong: tiles j = consumer, consumer + 2, ... of
+// this CTA, whole. Cooperative: every tile j, rows consumer * CONSUMER_ROWS.. of it.
+template <class Cfg>
+__device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Storage &s,
+                                        const typename Cfg::Raster &raster, const StreamKSchedule &work,
+                                        int cta_rank, int consumer, int warp, int lane) {
+    const GeProblem &prob = p.problem;
+    const bool vec2 = (prob.ldo % 2 == 0) && ((reinterpret_cast<uintptr_t>(prob.out) & 7) == 0);
+    const int row0 = Cfg::COOPERATIVE ? consumer * Cfg::CONSUMER_ROWS : 0;
+    const int wg_thread = warp * 32 + lane;
+    const int items = work.items();
+    for (int j = Cfg::COOPERATIVE ? 0 : consumer; j < items; j += Cfg::TILE_STEP) {
+        const WorkItem w = work.item(j);
+        const auto tile = raster.tile(w.tile);
+        // The ring is shared: an item starts at the ring iteration after all earlier items' k-blocks.
+        PipelineState pipe = PipelineState::at<Cfg::STAGES>(w.iteration);
+
+        // Wait for the other consumer to finish issuing its mainloop (none before item 0).
+        if (!Cfg::COOPERATIVE && j > 0)
+            ptx::named_barrier_sync(Cfg::ORDER_BARRIER + consumer, Cfg::ORDER_BARRIER_THREADS);
+
+        // Bias loads issued now, used in the epilogue: their latency hides behind the mainloop.
+        WarpTileBias<Cfg::TILE_N> bias;
+        bias.load(Cfg::Epilogue::from(prob), tile.n0, prob.n, lane);
+
+        float acc[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM];
+        const uint32_t held_stage = mma_tile<Cfg>(s, pipe, w.kb_end - w.kb_begin, acc, row0, lane);
+
+        // Hand the tensor cores to the other consumer, if it has a next item (arrivals must match waits).
+        if (!Cfg::COOPERATIVE && j + 1 < items)
+            ptx::named_barrier_arrive(Cfg::ORDER_BARRIER + (consumer ^ 1), Cfg::ORDER_BARRIER_THREADS);
+
+        ptx::wgmma_wait_group<0>();
+#pragma unroll
+        for (int ma = 0; ma < Cfg::M_ATOMS; ++ma)
+#pragma unroll
+            for (int r = 0; r < Cfg::ACC_PER_ATOM; ++r) ptx::fence_operand(acc[ma][r]);
+        if (lane == 0) release_stage<Cfg>(s, held_stage);
+
+        if (w.sk_tile >= 0) {
+            // Stream-K: this consumer's rows of this CTA's tile, at the same place in every cluster's slot.
+            constexpr int kAcc = Cfg::M_ATOMS * Cfg::ACC_PER_ATOM;
+            constexpr size_t kSlot = Cfg::STREAM_K_SLOT_FLOATS;
+            const int part = Cfg::COOPERATIVE ? consumer : 0;
+            const size_t in_slot = static_cast<size_t>(cta_rank * Cfg::TILE_M + row0) * Cfg::TILE_N;
+            int32_t *flag = p.stream_k.flags + (w.sk_tile * Cfg::CLUSTER_M + cta_rank) * Cfg::TILE_PARTS + part;
+            const uint32_t wg_barrier = Cfg::WARPGROUP_BARRIER + consumer;
+            auto warpgroup_barrier = [&] { ptx::named_barrier_sync(wg_barrier, Cfg::WARPGROUP_THREADS); };
+            if (!w.finisher) {
+                publish_partial<Cfg::WARPGROUP_THREADS, kAcc>(work, p.stream_k.partials + in_slot, kSlot, flag,
+                                                              &acc[0][0], wg_thread, warpgroup_barrier);
+                continue;
+            }
+            add_partials<Cfg::WARPGROUP_THREADS, kAcc>(work, w, p.stream_k.partials + in_slot, kSlot, flag, &acc[0][0],
+                                                       wg_thread, warpgroup_barrier);
+        }
+        const int m0 = tile.m0 + cta_rank * Cfg::TILE_M + row0;
+        if (p.store_tma)
+            store_tile_tma<Cfg>(p, s.c[consumer], m0, tile.n0, acc, bias, warp, lane,
+                                Cfg::WARPGROUP_BARRIER + consumer);
+        else
+            store_tile<Cfg>(prob, m0, tile.n0, acc, bias, warp, lane, vec2);
+    }
+    // The staging buffers must outlive the bulk stores that read them.
+    if (p.store_tma && wg_thread == 0) ptx::bulk_wait_all();
+}
+
+}  // namespace ge::sm90

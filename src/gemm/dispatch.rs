@@ -1,0 +1,198 @@
+//! Which kernel a call runs: the policy ([`Dispatch`], the rounding asked for), the preference
+//! table measured on the H200 (docs/TILING.md has the rules, docs/BENCHMARKS.md the numbers),
+//! and the [`Plan`] that follows: grid, repacks, stream-K and the workspace layout.
+
+use super::plan::Plan;
+use super::shape::{Shape, Strided};
+use super::stream_k;
+use super::validate::MAX_DIM;
+use super::workspace::{repack_len, WorkspaceLayout};
+use crate::device::DeviceInfo;
+use crate::error::{Error, Result};
+use crate::kernels::catalogue::Family;
+use crate::kernels::loaded::{unsupported, Occupancy};
+use crate::kernels::{Kernel, Tf32Rounding};
+
+/// How [`crate::FusedGemm`] picks a kernel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Dispatch {
+    /// The fastest kernel that can run the call and gives the rounding asked for
+    /// ([`crate::FusedGemm::with_rounding`]; docs/TILING.md has the rules).
+    #[default]
+    Auto,
+    /// Exactly this kernel; a call it cannot run fails with [`Error::KernelUnavailable`]. Its
+    /// [`Plan::rounding`] says how it rounded.
+    Force(Kernel),
+}
+
+/// A validated call as dispatch sees it: its shape, where X and W are, and the f32 length of
+/// the workspace (0 without one).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Call {
+    pub shape: Shape,
+    pub x: Strided,
+    pub w: Strided,
+    pub workspace: usize,
+}
+
+/// What the caller asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Policy {
+    pub dispatch: Dispatch,
+    pub rounding: Tf32Rounding,
+}
+
+/// The rounding a new [`crate::FusedGemm`] gives: that of the device's fastest kernels.
+pub(crate) fn default_rounding(device: &DeviceInfo) -> Tf32Rounding {
+    if device.is_hopper() {
+        Tf32Rounding::Truncate
+    } else {
+        Tf32Rounding::Nearest
+    }
+}
+
+/// Least waves of [`Kernel::Sm90Cooperative128x256Cluster2`]'s 256×256 cluster tiles for which
+/// Auto prefers it to the ping-pong: it moves the fewest bytes per FLOP and so holds the highest
+/// clock under the power cap, but with one or two waves its larger tile quantizes worse.
+const LARGE_WAVES: u64 = 3;
+
+/// Below this many multiply-adds, repacking (two extra launches) costs more than it saves.
+const REPACK_MIN_MACS: u64 = 1 << 27;
+
+/// How large a problem is, for the preference table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Size {
+    /// At least [`LARGE_WAVES`] waves of the cooperative cluster kernel's cluster tiles.
+    Large,
+    /// At least one wave of 128×128 tiles.
+    Medium,
+    /// Fewer 128×128 tiles than SMs, but more than one wave of 64×128 tiles.
+    Small,
+    /// One wave of 64×128 tiles, but more than one of 64×64.
+    Small64x128,
+    /// One wave of 64×64 tiles.
+    Small64x64,
+}
+
+impl Size {
+    fn of(s: Shape, device: &DeviceInfo, occupancy: &Occupancy) -> Size {
+        let one_wave_of = |k: Kernel| s.tiles(k) <= device.sm_count as u64;
+        let clusters = occupancy.max_active_clusters as u64;
+        if clusters > 0 && s.cluster_tiles(Kernel::Sm90Cooperative128x256Cluster2) >= LARGE_WAVES * clusters {
+            Size::Large
+        } else if s.tiles(Kernel::Sm80Mma128x128Vec4) >= device.sm_count as u64 {
+            Size::Medium
+        } else if one_wave_of(Kernel::Sm90Pingpong64x64) {
+            Size::Small64x64
+        } else if one_wave_of(Kernel::Sm90Pingpong64x128) {
+            Size::Small64x128
+        } else {
+            Size::Small
+        }
+    }
+}
+
+/// Auto's kernels, fastest first: on sm_90 the TMA kernels (the cooperative cluster kernel on
+/// large problems, the 128×128 ping-pong on medium ones, on small ones the 64-row ping-pongs
+/// while their tiles fit in one wave), then mma.sync, 128×256 before 128×128 (which devices
+/// without 144 KiB of shared memory per block fall through to). The first that can run the call
+/// and gives the rounding asked for runs. The scalar-load kernels (any shape) only round to
+/// nearest: they are load-bound, so rounding costs them nothing.
+fn preference(size: Size, aligned_rows: bool, rounding: Tf32Rounding) -> &'static [Kernel] {
+    use Kernel::*;
+    use Size::*;
+    match (size, aligned_rows, rounding) {
+        (Large, true, Tf32Rounding::Truncate) => &[Sm90Cooperative128x256Cluster2, Sm90Pingpong128x128, Sm80Mma128x256Vec4Trunc, Sm80Mma128x128Vec4Trunc, Sm80Mma64x64Vec4],
+        (Medium, true, Tf32Rounding::Truncate) => &[Sm90Pingpong128x128, Sm80Mma128x256Vec4Trunc, Sm80Mma128x128Vec4Trunc, Sm80Mma64x64Vec4],
+        (Large, true, _) => &[Sm90Cooperative128x256Cluster2, Sm90Pingpong128x128, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
+        (Medium, true, _) => &[Sm90Pingpong128x128, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
+        (Small64x64, true, Tf32Rounding::Truncate) => &[Sm90Pingpong64x64, Sm80Mma64x64Vec4],
+        (Small64x128, true, Tf32Rounding::Truncate) => &[Sm90Pingpong64x128, Sm80Mma64x64Vec4],
+        (Small, true, Tf32Rounding::Truncate) => &[Sm90Pingpong128x128, Sm80Mma64x64Vec4],
+        (_, true, _) => &[Sm80Mma64x64Vec4],
+        (Large | Medium, false, _) => &[Sm80Mma128x256Scalar, Sm80Mma128x128Scalar, Sm80Mma64x64Scalar],
+        (_, false, _) => &[Sm80Mma64x64Scalar],
+    }
+}
+
+/// Chooses the kernel for a validated, non-empty call and plans its launch. With
+/// [`Dispatch::Auto`], the first kernel of [`preference`] that can run it and gives
+/// `policy.rounding`; a forced kernel runs as it is.
+pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy, c: Call) -> Result<Plan> {
+    let s = c.shape;
+    let (x_ok, w_ok) = (c.x.rows_aligned(s.k), c.w.rows_aligned(s.k));
+    let can_repack = s.k > 0 && repack_len(s, !x_ok, !w_ok) <= c.workspace;
+    let direct = x_ok && w_ok;
+    // 16-byte rows, directly or after repacking into the workspace.
+    let aligned = direct || can_repack;
+    let refusal = |kernel: Kernel| -> Option<&'static str> {
+        if let Some(why) = unsupported(kernel, device, occupancy) {
+            return Some(why);
+        }
+        match kernel.family() {
+            Family::TmaWgmma if s.k == 0 => Some("TMA needs K > 0"),
+            Family::TmaWgmma if !aligned => Some("TMA needs K % 4 == 0, 16-byte-aligned x and w, and leading dimensions that are multiples of 4 (or a workspace to repack them)"),
+            Family::MmaSync if kernel.needs_aligned_rows() && !aligned => Some("16-byte loads need K % 4 == 0, 16-byte-aligned x and w, and leading dimensions that are multiples of 4 (or a workspace to repack them)"),
+            _ => None,
+        }
+    };
+    // Repack (and so round) both operands even when aligned: how a truncating TMA kernel gives
+    // round-to-nearest results.
+    let mut round_by_repack = false;
+    let kernel = match policy.dispatch {
+        Dispatch::Force(kernel) => match refusal(kernel) {
+            Some(reason) => return Err(Error::KernelUnavailable { kernel, reason }),
+            None => kernel,
+        },
+        Dispatch::Auto => {
+            let worth_repacking = s.macs() >= REPACK_MIN_MACS;
+            let aligned = direct || (can_repack && worth_repacking);
+            let preferred = preference(Size::of(s, device, occupancy), aligned, policy.rounding);
+            let whole_repack = repack_len(s, true, true);
+            let rounds = |kernel: Kernel| {
+                policy.rounding == Tf32Rounding::Truncate
+                    || kernel.rounding() == Tf32Rounding::Nearest
+                    || (s.k > 0 && worth_repacking && whole_repack <= c.workspace)
+            };
+            let kernel = *preferred
+                .iter()
+                .find(|k| refusal(**k).is_none() && rounds(**k))
+                .ok_or(Error::KernelUnavailable { kernel: preferred[0], reason: "no kernel fits this device" })?;
+            round_by_repack = policy.rounding == Tf32Rounding::Nearest && kernel.rounding() == Tf32Rounding::Truncate;
+            kernel
+        }
+    };
+    let spec = kernel.spec();
+    let repack = kernel.needs_aligned_rows() && !direct;
+    let (repack_x, repack_w) = (round_by_repack || (repack && !x_ok), round_by_repack || (repack && !w_ok));
+    let sk = stream_k::plan(device, occupancy, kernel, s, c.workspace.saturating_sub(repack_len(s, repack_x, repack_w)));
+    let grid = match (spec.family, sk) {
+        (Family::TmaWgmma, Some(sk)) => spec.cluster_m as u64 * sk.ctas as u64,
+        // One CTA per whole tile, then the stream-K CTAs.
+        (Family::MmaSync, Some(sk)) => s.tiles(kernel) - sk.tiles as u64 + sk.ctas as u64,
+        (Family::MmaSync, None) => s.tiles(kernel),
+        // Persistent: one CTA (cluster) per (cluster) tile, at most a wave of them.
+        (Family::TmaWgmma, None) => spec.cluster_m as u64 * s.cluster_tiles(kernel).min(occupancy.wave(device, kernel) as u64),
+    };
+    if grid > i32::MAX as u64 {
+        return Err(Error::DimensionTooLarge { what: "output tiles (M/TILE_M · N/TILE_N)", value: grid as usize, max: MAX_DIM });
+    }
+    Ok(Plan {
+        kernel,
+        grid: grid as u32,
+        cluster: spec.cluster_m,
+        block: spec.threads,
+        smem_bytes: spec.smem_bytes,
+        repack_x,
+        repack_w,
+        rounding: if repack_x && repack_w { Tf32Rounding::Nearest } else { spec.rounding },
+        stream_k_tiles: sk.map_or(0, |sk| sk.tiles),
+        stream_k_ctas: sk.map_or(0, |sk| sk.ctas),
+        tma_store: false,
+        workspace: WorkspaceLayout::new(s, repack_x, repack_w, kernel, sk),
+    })
+}
+
+#[cfg(test)]
+#[path = "dispatch_tests.rs"]
+mod tests;

@@ -1,0 +1,405 @@
+//! Unit tests of `select`: every rule of the preference table, grids, repacks, stream-K.
+
+use super::*;
+use crate::gemm::test_devices;
+
+/// A device and what loading the kernels found on it.
+#[derive(Clone, Copy)]
+struct Dev {
+    info: DeviceInfo,
+    occ: Occupancy,
+}
+
+fn devices() -> (Dev, Dev, Dev) {
+    let d = |info: DeviceInfo| Dev { info, occ: test_devices::occupancy(&info) };
+    (d(test_devices::H200), d(test_devices::A100), d(test_devices::RTX4090))
+}
+
+fn no_clusters() -> Dev {
+    let (h200, _, _) = devices();
+    Dev { occ: Occupancy { max_active_clusters: 0, ..h200.occ }, ..h200 }
+}
+
+fn shape(m: usize, n: usize, k: usize) -> Shape {
+    Shape { m, n, k }
+}
+
+fn st(addr: u64, ld: usize) -> Strided {
+    Strided { addr, ld }
+}
+
+const ALIGNED: u64 = 0x7f00_0000_0000;
+
+/// `select` with an explicit rounding; x and w as (address, ld).
+fn select_kernel(d: &Dev, dispatch: Dispatch, rounding: Tf32Rounding, s: Shape, x: (u64, usize), w: (u64, usize), workspace: usize) -> Result<Plan> {
+    let call = Call { shape: s, x: st(x.0, x.1), w: st(w.0, w.1), workspace };
+    super::select(&d.info, &d.occ, Policy { dispatch, rounding }, call)
+}
+
+/// `select` with the device's default rounding.
+fn select(d: &Dev, dispatch: Dispatch, s: Shape, x: (u64, usize), w: (u64, usize), workspace: usize) -> Result<Plan> {
+    select_kernel(d, dispatch, default_rounding(&d.info), s, x, w, workspace)
+}
+
+#[allow(non_snake_case)]
+fn H200() -> Dev {
+    devices().0
+}
+#[allow(non_snake_case)]
+fn A100() -> Dev {
+    devices().1
+}
+#[allow(non_snake_case)]
+fn RTX4090() -> Dev {
+    devices().2
+}
+
+#[test]
+fn auto_prefers_wgmma_on_hopper_and_mma_sync_elsewhere() {
+    let s = shape(16384, 4096, 4096);
+    let p = select(&H200(), Dispatch::Auto, s, (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
+    assert_eq!(p.kernel, Kernel::Sm90Cooperative128x256Cluster2);
+    assert_eq!(p.grid, 132, "persistent: one CTA per SM (66 clusters of 2)");
+    let p = select(&A100(), Dispatch::Auto, s, (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
+    assert_eq!((p.kernel, p.grid), (Kernel::Sm80Mma128x256Vec4, 128 * 16));
+    let p = select(&RTX4090(), Dispatch::Auto, s, (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
+    assert_eq!(p.kernel, Kernel::Sm80Mma128x128Vec4, "144 KiB does not fit sm_89's 99 KiB; 96 KiB does");
+}
+
+#[test]
+fn unaligned_or_ragged_k_falls_back_to_scalar_loads() {
+    let s = shape(16383, 4095, 4097);
+    let p = select(&H200(), Dispatch::Auto, s, (ALIGNED, 4097), (ALIGNED, 4097), 0).unwrap();
+    assert_eq!(p.kernel, Kernel::Sm80Mma128x256Scalar);
+    let s = shape(4096, 4096, 4096);
+    let p = select(&H200(), Dispatch::Auto, s, (ALIGNED + 4, 4096), (ALIGNED, 4096), 0).unwrap();
+    assert_eq!(p.kernel, Kernel::Sm80Mma128x256Scalar, "x misaligned by one float");
+    let p = select(&RTX4090(), Dispatch::Auto, s, (ALIGNED, 4098), (ALIGNED, 4096), 0).unwrap();
+    assert_eq!(p.kernel, Kernel::Sm80Mma128x128Scalar, "ldx not a multiple of 4");
+    let p = select(&H200(), Dispatch::Auto, shape(7, 9, 0), (ALIGNED, 0), (ALIGNED, 0), 0).unwrap();
+    assert_eq!(p.kernel, Kernel::Sm80Mma64x64Vec4, "K = 0: no TMA, bias-only tile");
+}
+
+#[test]
+fn a_workspace_lets_unaligned_operands_reach_the_fast_kernels() {
+    let s = shape(16383, 4095, 4097);
+    let need = (16383 + 4095) * 4128;
+    let p = select(&H200(), Dispatch::Auto, s, (ALIGNED, 4097), (ALIGNED, 4097), need).unwrap();
+    assert_eq!((p.kernel, p.repack_x, p.repack_w), (Kernel::Sm90Cooperative128x256Cluster2, true, true));
+    assert_eq!(p.workspace_len(), need);
+    // One element short: no repack, the scalar kernel, and still no error.
+    let p = select(&H200(), Dispatch::Auto, s, (ALIGNED, 4097), (ALIGNED, 4097), need - 1).unwrap();
+    assert_eq!((p.kernel, p.repack_x, p.repack_w), (Kernel::Sm80Mma128x256Scalar, false, false));
+    // Only the misaligned operand is repacked.
+    let s = shape(4096, 4096, 4096);
+    let p = select(&A100(), Dispatch::Auto, s, (ALIGNED + 4, 4096), (ALIGNED, 4096), usize::MAX).unwrap();
+    assert_eq!((p.kernel, p.repack_x, p.repack_w), (Kernel::Sm80Mma128x256Vec4, true, false));
+    // Tiny problems are not worth two extra launches...
+    let p = select(&H200(), Dispatch::Auto, shape(33, 65, 4095), (ALIGNED, 4095), (ALIGNED, 4095), usize::MAX).unwrap();
+    assert_eq!((p.kernel, p.repack_x), (Kernel::Sm80Mma64x64Scalar, false));
+    // ...unless a kernel that needs them is forced.
+    let g = Dispatch::Force(Kernel::Sm90Pingpong128x128);
+    let p = select(&H200(), g, shape(33, 65, 4095), (ALIGNED, 4095), (ALIGNED, 4095), usize::MAX).unwrap();
+    assert!(p.repack_x && p.repack_w);
+    // Scalar kernels never repack.
+    let g = Dispatch::Force(Kernel::Sm80Mma128x128Scalar);
+    let p = select(&H200(), g, shape(4096, 4096, 4097), (ALIGNED, 4097), (ALIGNED, 4097), usize::MAX).unwrap();
+    assert!(!p.repack_x && !p.repack_w);
+}
+
+#[test]
+fn rounding_decides_between_truncating_and_rounding_kernels() {
+    use Tf32Rounding::{Nearest, Truncate};
+    let s = shape(16384, 4096, 4096);
+    let a = (ALIGNED, 4096);
+    let pick = |d: &Dev, r, ws| select_kernel(d, Dispatch::Auto, r, s, a, a, ws).unwrap();
+    // The defaults: truncate on sm_90 (TMA), round before it.
+    assert_eq!(default_rounding(&H200().info), Truncate);
+    assert_eq!(default_rounding(&A100().info), Nearest);
+    // A100: the truncating mma.sync kernels only when asked for.
+    let p = pick(&A100(), Truncate, 0);
+    assert_eq!((p.kernel, p.rounding), (Kernel::Sm80Mma128x256Vec4Trunc, Truncate));
+    let p = pick(&A100(), Nearest, usize::MAX);
+    assert_eq!((p.kernel, p.rounding, p.repack_x), (Kernel::Sm80Mma128x256Vec4, Nearest, false));
+    let p = pick(&RTX4090(), Truncate, 0);
+    assert_eq!(p.kernel, Kernel::Sm80Mma128x128Vec4Trunc, "128×256 does not fit sm_89");
+    // H200, Nearest: the TMA kernel on both operands repacked (rounded), given the room...
+    let need = 2 * 4096 * 4096 + 16384 * 4096;
+    let p = pick(&H200(), Nearest, 16384 * 4096 + 4096 * 4096);
+    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.rounding), (Kernel::Sm90Cooperative128x256Cluster2, true, true, Nearest));
+    assert!(p.workspace_len() < need);
+    // ...else the mma.sync kernels that round in registers.
+    let p = pick(&H200(), Nearest, 16384 * 4096 + 4096 * 4096 - 1);
+    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.rounding), (Kernel::Sm80Mma128x256Vec4, false, false, Nearest));
+    let p = pick(&H200(), Truncate, usize::MAX);
+    assert_eq!((p.kernel, p.repack_x, p.rounding), (Kernel::Sm90Cooperative128x256Cluster2, false, Truncate));
+    // Small problems round with the 64×64 tile either way (not worth a repack).
+    let small = shape(128, 256, 64);
+    let p = select_kernel(&H200(), Dispatch::Auto, Nearest, small, (ALIGNED, 64), (ALIGNED, 64), usize::MAX).unwrap();
+    assert_eq!((p.kernel, p.rounding, p.repack_x), (Kernel::Sm80Mma64x64Vec4, Nearest, false));
+    // A forced kernel runs as it is, and the plan says how it rounds.
+    let p = select_kernel(&H200(), Dispatch::Force(Kernel::Sm80Mma128x256Vec4Trunc), Nearest, s, a, a, usize::MAX).unwrap();
+    assert_eq!((p.rounding, p.repack_x), (Truncate, false));
+    // Unaligned operands: repacking rounds them, so even the TMA kernel gives Nearest.
+    let u = (ALIGNED, 4097);
+    let s = shape(16383, 4095, 4097);
+    let p = select_kernel(&H200(), Dispatch::Auto, Truncate, s, u, u, usize::MAX).unwrap();
+    assert_eq!((p.kernel, p.rounding), (Kernel::Sm90Cooperative128x256Cluster2, Nearest));
+}
+
+#[test]
+fn stream_k_when_a_workspace_has_room() {
+    let a = |k| (ALIGNED, k);
+    // The ping-pong kernel (Auto's choice for fewer than 3 waves of 256×256 cluster tiles).
+    let pp = Dispatch::Force(Kernel::Sm90Pingpong128x128);
+    let plan = |s: Shape, ws| select(&H200(), pp, s, a(s.k), a(s.k), ws).unwrap();
+    let sk_len = |grid: usize, sk: usize| grid * 128 * 128 + sk + 1;
+    // At least 8 full waves and a partial one: the reference shape's 4096 tiles are 31 waves
+    // of 132 and 4 tiles; those 4 are shared with the wave before (136 stream-K tiles).
+    let s = shape(16384, 4096, 4096);
+    let p = plan(s, usize::MAX);
+    assert_eq!((p.kernel, p.grid, p.stream_k_tiles), (Kernel::Sm90Pingpong128x128, 132, 136));
+    assert_eq!(p.workspace_len(), sk_len(132, 136));
+    // 2048 tiles: 15 waves and 68 tiles, more than a quarter wave: those 68 alone.
+    assert_eq!(plan(shape(8192, 4096, 4096), usize::MAX).stream_k_tiles, 68);
+    // Without room for the partial tiles, or with fewer than 8 waves (4096³: 7 waves and 100
+    // tiles), or whole waves only: the plain persistent schedule, and no workspace for it.
+    let p = plan(s, sk_len(132, 136) - 1);
+    assert_eq!((p.grid, p.stream_k_tiles, p.workspace_len()), (132, 0, 0));
+    assert_eq!(plan(shape(4096, 4096, 4096), usize::MAX).stream_k_tiles, 0);
+    assert_eq!(plan(shape(132 * 128, 8 * 128, 64), usize::MAX).stream_k_tiles, 0);
+    // Fewer tiles than SMs: split-K, every tile into the same number of parts (4 × 32 CTAs),
+    // at least 8 k-blocks per CTA.
+    let s = shape(1, 4096, 4096);
+    let p = plan(s, usize::MAX);
+    assert_eq!((p.grid, p.stream_k_ctas, p.stream_k_tiles), (128, 128, 32));
+    assert_eq!(p.workspace_len(), sk_len(128, 32));
+    // One element short of the partial tiles: one CTA per tile, no error.
+    let p = plan(s, sk_len(128, 32) - 1);
+    assert_eq!((p.grid, p.stream_k_tiles, p.workspace_len()), (32, 0, 0));
+    let p = plan(shape(300, 520, 512), usize::MAX);
+    assert_eq!((p.grid, p.stream_k_tiles), (30, 15));
+    // Too little K to split: 15 tiles × 2 k-blocks.
+    assert_eq!(plan(shape(300, 520, 64), usize::MAX).stream_k_tiles, 0);
+    // More than half a wave of tiles (96, 128): one CTA per tile, no split.
+    for m in [384, 512] {
+        let p = plan(shape(m, 4096, 4096), usize::MAX);
+        assert_eq!((p.grid as usize, p.stream_k_tiles), (m / 128 * 32, 0), "{m}");
+    }
+    // Repacks come first in the workspace; split-K only if room is left after them.
+    let u = shape(1000, 3000, 4097);
+    let repacks = (1000 + 3000) * 4128;
+    let p = select(&H200(), Dispatch::Auto, u, a(4097), a(4097), repacks).unwrap();
+    assert_eq!((p.repack_x, p.grid, p.stream_k_tiles), (true, 132, 0), "192 tiles: no split");
+    // 64 × 3000: 47 tiles of the 64×64 ping-pong (Auto's pick), each cut in 2 (94 CTAs).
+    let u = shape(64, 3000, 4097);
+    let repacks = (64 + 3000) * 4128;
+    let sk = 94 * 64 * 64 + 47 + 1;
+    let p = select(&H200(), Dispatch::Auto, u, a(4097), a(4097), repacks + sk).unwrap();
+    assert_eq!((p.kernel, p.repack_x, p.grid, p.stream_k_tiles), (Kernel::Sm90Pingpong64x64, true, 94, 47));
+    assert_eq!(p.workspace_len(), repacks + sk);
+}
+
+#[test]
+fn stream_k_for_cluster_and_cooperative_kernels_counts_clusters() {
+    let a = |k| (ALIGNED, k);
+    let forced = |k, s: Shape| select(&H200(), Dispatch::Force(k), s, a(s.k), a(s.k), usize::MAX).unwrap();
+    let reference = shape(16384, 4096, 4096);
+    // Cooperative 128×256, no cluster: 2048 tiles = 15 waves of 132 and 68 tiles; two
+    // counters per tile (one per consumer warpgroup).
+    let p = forced(Kernel::Sm90Cooperative128x256, reference);
+    assert_eq!((p.grid, p.stream_k_ctas, p.stream_k_tiles), (132, 132, 68));
+    assert_eq!(p.workspace_len(), 132 * 128 * 256 + 68 * 2 + 1);
+    // Its 2-CTA clusters: 1024 cluster tiles of 256×256 = 15 waves of 66 clusters and 34; a
+    // slot of two 128×256 tiles per cluster, a counter per (cluster tile, CTA, consumer).
+    let p = forced(Kernel::Sm90Cooperative128x256Cluster2, reference);
+    assert_eq!((p.grid, p.cluster, p.stream_k_ctas, p.stream_k_tiles), (132, 2, 66, 34));
+    assert_eq!(p.workspace_len(), 66 * 2 * 128 * 256 + 34 * 2 * 2 + 1);
+    // Ping-pong clusters: 2048 cluster tiles = 31 waves of 66 and 2, under a quarter wave:
+    // shared with the wave before.
+    let p = forced(Kernel::Sm90Pingpong128x128Cluster2, reference);
+    assert_eq!((p.grid, p.stream_k_ctas, p.stream_k_tiles), (132, 66, 68));
+    assert_eq!(p.workspace_len(), 66 * 2 * 128 * 128 + 68 * 2 + 1);
+    // Split-K: M = 1 has 16 cluster tiles of 256×256, each shared by 4 of the 66 clusters.
+    let p = forced(Kernel::Sm90Cooperative128x256Cluster2, shape(1, 4096, 4096));
+    assert_eq!((p.grid, p.stream_k_ctas, p.stream_k_tiles), (128, 64, 16));
+    // 4096³: 256 cluster tiles, 3 waves and 58: too few waves to share the last.
+    let p = forced(Kernel::Sm90Cooperative128x256Cluster2, shape(4096, 4096, 4096));
+    assert_eq!((p.grid, p.stream_k_tiles), (132, 0));
+    // No cluster fits (max_active_clusters = 0): the cluster kernels are refused, never split.
+    let no_clusters = no_clusters();
+    let forced_c2 = Dispatch::Force(Kernel::Sm90Cooperative128x256Cluster2);
+    assert!(select(&no_clusters, forced_c2, reference, a(4096), a(4096), usize::MAX).is_err());
+}
+
+#[test]
+fn stream_k_for_mma_sync_kernels_counts_resident_ctas() {
+    let a = |k| (ALIGNED, k);
+    let s = shape(16384, 4096, 4096);
+    let force = |d: &Dev, k: Kernel, s: Shape| select(d, Dispatch::Force(k), s, a(s.k), a(s.k), usize::MAX).unwrap();
+    // 2048 tiles of 128×256, one CTA per SM: 15 waves and 68 tiles, shared by 132 CTAs that
+    // follow the 1980 whole-tile CTAs.
+    let p = force(&H200(), Kernel::Sm80Mma128x256Vec4Trunc, s);
+    assert_eq!((p.stream_k_tiles, p.stream_k_ctas, p.grid), (68, 132, 1980 + 132));
+    assert_eq!(p.workspace_len(), 132 * 128 * 256 + 68 + 1);
+    // 4096 tiles of 128×128, two CTAs per SM: waves of 264, 15 of them and 136 tiles.
+    let p = force(&H200(), Kernel::Sm80Mma128x128Vec4Trunc, s);
+    assert_eq!((p.stream_k_tiles, p.stream_k_ctas, p.grid), (136, 264, 3960 + 264));
+    // The A100's default (rounding) kernel: 108 SMs, 18 waves and 104 tiles.
+    let p = select(&A100(), Dispatch::Auto, s, a(4096), a(4096), usize::MAX).unwrap();
+    assert_eq!((p.kernel, p.stream_k_tiles, p.stream_k_ctas, p.grid), (Kernel::Sm80Mma128x256Vec4, 104, 108, 2052));
+    // Split-K: 128 tiles of 64×64 and 128 k-blocks, two per SM fit: 216 CTAs share them all.
+    let small = shape(128, 4096, 4096);
+    let p = select(&A100(), Dispatch::Auto, small, a(4096), a(4096), usize::MAX).unwrap();
+    assert_eq!((p.kernel, p.stream_k_tiles, p.stream_k_ctas, p.grid), (Kernel::Sm80Mma64x64Vec4, 128, 216, 216));
+    // The scalar kernels too (any K), and without a workspace nobody splits.
+    let odd = shape(1, 4095, 4097);
+    let p = select(&A100(), Dispatch::Auto, odd, (ALIGNED + 4, 4097), (ALIGNED + 4, 4097), usize::MAX).unwrap();
+    assert_eq!(p.kernel, Kernel::Sm80Mma64x64Scalar);
+    assert!(p.stream_k_tiles == 64 && p.stream_k_ctas > 64, "{p:?}");
+    let p = select(&A100(), Dispatch::Auto, s, a(4096), a(4096), 0).unwrap();
+    assert_eq!((p.stream_k_tiles, p.stream_k_ctas, p.grid, p.workspace_len()), (0, 0, 2048, 0));
+}
+
+#[test]
+fn tma_store_needs_16_byte_rows_of_out() {
+    let (s, a) = (shape(512, 512, 512), (ALIGNED, 512));
+    let p = select(&H200(), Dispatch::Auto, s, a, a, 0).unwrap();
+    assert_eq!(p.kernel.family(), Family::TmaWgmma);
+    assert!(!p.tma_store, "select() does not know out");
+    assert!(p.for_out(512, st(ALIGNED, 512)).tma_store);
+    assert!(p.for_out(512, st(ALIGNED + 48, 516)).tma_store);
+    assert!(!p.for_out(512, st(ALIGNED + 8, 512)).tma_store, "8-byte aligned base");
+    assert!(!p.for_out(512, st(ALIGNED, 514)).tma_store, "ldo % 4 != 0");
+    assert!(!p.for_out(510, st(ALIGNED, 512)).tma_store, "N % 4 != 0: the last box would write padding");
+    let m = select(&A100(), Dispatch::Auto, s, a, a, 0).unwrap();
+    assert!(!m.for_out(512, st(ALIGNED, 512)).tma_store, "mma.sync kernels store from registers");
+}
+
+#[test]
+fn small_problems_take_the_small_tile() {
+    let p = select(&A100(), Dispatch::Auto, shape(128, 4096, 4096), (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
+    assert_eq!((p.kernel, p.grid), (Kernel::Sm80Mma64x64Vec4, 2 * 64));
+    let p = select(&A100(), Dispatch::Auto, shape(1, 3, 5), (ALIGNED, 5), (ALIGNED, 5), 0).unwrap();
+    assert_eq!((p.kernel, p.grid), (Kernel::Sm80Mma64x64Scalar, 1));
+}
+
+#[test]
+fn forcing_a_kernel_that_cannot_run_is_an_error() {
+    let s = shape(64, 64, 64);
+    let e = select(&A100(), Dispatch::Force(Kernel::Sm90Pingpong128x128), s, (ALIGNED, 64), (ALIGNED, 64), 0).unwrap_err();
+    assert!(matches!(e, Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128, .. }), "{e}");
+    let e = select(&H200(), Dispatch::Force(Kernel::Sm90Pingpong128x128), shape(64, 64, 63), (ALIGNED, 63), (ALIGNED, 63), 0).unwrap_err();
+    assert!(matches!(e, Error::KernelUnavailable { .. }), "{e}");
+    let e = select(&H200(), Dispatch::Force(Kernel::Sm80Mma128x128Vec4), s, (ALIGNED + 8, 64), (ALIGNED, 64), 0).unwrap_err();
+    assert!(e.to_string().contains("16-byte"), "{e}");
+    let p = select(&H200(), Dispatch::Force(Kernel::Sm80Mma64x64Scalar), s, (ALIGNED + 4, 64), (ALIGNED, 64), 0).unwrap();
+    assert_eq!((p.kernel, p.grid, p.block), (Kernel::Sm80Mma64x64Scalar, 1, 128));
+    assert!(!p.repack_x && !p.repack_w);
+}
+
+const C2: Dispatch = Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2);
+
+#[test]
+fn the_cluster_kernel_launches_whole_resident_clusters() {
+    // (M, N) -> cluster tiles of 256 × 128, capped at 66 resident clusters, 2 CTAs each.
+    for (m, n, expected) in [
+        (16384, 4096, 64 * 32),
+        (4096, 4096, 16 * 32),
+        (1, 1, 1),
+        (128, 128, 1),      // m <= 128: the second CTA's rows are all past M
+        (129, 128, 1),      // one row in the second CTA
+        (200, 300, 3),
+        (256, 128, 1),
+        (257, 129, 2 * 2),  // a third 128-row tile opens a second cluster row
+        (300, 4096, 2 * 32),
+        (1000, 256, 4 * 2), // 1000 % 256 = 232: the second CTA of the last row has 104 rows
+    ] {
+        let s = shape(m, n, 64);
+        let p = select(&H200(), C2, s, (ALIGNED, 64), (ALIGNED, 64), 0).unwrap();
+        assert_eq!(p.kernel, Kernel::Sm90Pingpong128x128Cluster2);
+        assert_eq!(s.cluster_tiles(p.kernel), expected, "{m}×{n}");
+        assert_eq!(p.grid, 2 * expected.min(66) as u32, "{m}×{n}: 2 · min(cluster tiles, clusters)");
+        assert!(p.grid % 2 == 0 && p.grid <= 2 * H200().occ.max_active_clusters, "{p:?}");
+        assert_eq!((p.cluster, p.block, p.smem_bytes), (2, 384, Kernel::Sm90Pingpong128x128.smem_bytes()));
+        assert!(!p.repack_x && !p.repack_w);
+    }
+    // The cap is what the occupancy query said, not SMs / 2 (clusters live inside one GPC).
+    let fragmented = Dev { occ: Occupancy { max_active_clusters: 60, ..H200().occ }, ..H200() };
+    let p = select(&fragmented, C2, shape(16384, 4096, 4096), (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
+    assert_eq!((p.grid, p.cluster), (120, 2));
+    // The plain ping-pong kernel: no cluster, one CTA per SM.
+    let p = select(&H200(), Dispatch::Force(Kernel::Sm90Pingpong128x128), shape(16384, 4096, 4096), (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
+    assert_eq!((p.grid, p.cluster), (132, 1));
+    // Every other kernel runs without clusters.
+    for k in Kernel::ALL.into_iter().filter(|&k| k.cluster_m() == 1) {
+        let p = select(&H200(), Dispatch::Force(k), shape(300, 200, 64), (ALIGNED, 64), (ALIGNED, 64), 0).unwrap();
+        assert_eq!(p.cluster, 1, "{p:?}");
+    }
+}
+
+#[test]
+fn auto_picks_the_cooperative_cluster_kernel_for_at_least_three_waves() {
+    let a = |k| (ALIGNED, k);
+    // 66 clusters: 198 cluster tiles of 256×256 or more.
+    for (m, n, k) in [(16384, 4096, 4096), (4096, 4096, 4096), (8192, 8192, 8192), (12800, 4096, 64)] {
+        let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
+        assert_eq!((p.kernel, p.cluster, p.grid), (Kernel::Sm90Cooperative128x256Cluster2, 2, 132), "{m}×{n}×{k}");
+    }
+    // Fewer: the ping-pong (3072 × 4096: 768 tiles of 128×128, but 192 cluster tiles).
+    for (m, n, k) in [(3072, 4096, 4096), (2048, 2048, 2048), (1024, 4096, 4096), (384, 4096, 4096), (512, 4096, 4096)] {
+        let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
+        assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong128x128, 1), "{m}×{n}×{k}");
+    }
+    // At most one wave (132) of 64×64 tiles: the 64×64 ping-pong; else of 64×128 tiles: the
+    // 64×128 one.
+    for (m, n, k) in [(1, 4096, 4096), (128, 4096, 4096), (64, 8192, 64), (257, 129, 4096), (300, 1024, 512)] {
+        let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
+        assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong64x64, 1), "{m}×{n}×{k}");
+    }
+    for (m, n, k) in [(129, 4096, 4096), (256, 4096, 4096), (64, 8512, 64), (300, 2048, 512)] {
+        let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
+        assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong64x128, 1), "{m}×{n}×{k}");
+    }
+    // K % 4 != 0 with room to repack: the operands are repacked for it too.
+    let s = shape(16383, 4095, 4097);
+    let p = select(&H200(), Dispatch::Auto, s, a(4097), a(4097), usize::MAX).unwrap();
+    assert_eq!((p.kernel, p.repack_x, p.repack_w), (Kernel::Sm90Cooperative128x256Cluster2, true, true));
+    // No cluster fits: the ping-pong, whatever the size.
+    let no_clusters = no_clusters();
+    let p = select(&no_clusters, Dispatch::Auto, shape(16384, 4096, 4096), a(4096), a(4096), 0).unwrap();
+    assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong128x128, 1));
+}
+
+#[test]
+fn the_cluster_kernel_is_refused_where_it_cannot_run() {
+    let s = shape(512, 512, 64);
+    let a = (ALIGNED, 64);
+    for device in [A100(), RTX4090()] {
+        let e = select(&device, C2, s, a, a, 0).unwrap_err();
+        assert!(matches!(e, Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128Cluster2, .. }), "{e}");
+        assert!(e.to_string().contains("sm_90"), "{e}");
+    }
+    // sm_90, but load() found no room for a cluster (or the occupancy query failed).
+    let no_clusters = no_clusters();
+    let e = select(&no_clusters, C2, s, a, a, 0).unwrap_err();
+    assert!(e.to_string().contains("cluster"), "{e}");
+    assert!(select(&no_clusters, Dispatch::Force(Kernel::Sm90Pingpong128x128), s, a, a, 0).is_ok());
+    // TMA's rules: K = 0, K % 4 != 0, a misaligned base, ld % 4 != 0 (without a workspace).
+    let e = select(&H200(), C2, shape(64, 64, 0), (ALIGNED, 0), (ALIGNED, 0), 0).unwrap_err();
+    assert!(e.to_string().contains("K > 0"), "{e}");
+    for (x, w, k) in [
+        ((ALIGNED, 63), (ALIGNED, 63), 63),
+        ((ALIGNED + 4, 64), (ALIGNED, 64), 64),
+        ((ALIGNED, 64), (ALIGNED + 8, 64), 64),
+        ((ALIGNED, 66), (ALIGNED, 64), 64),
+    ] {
+        let e = select(&H200(), C2, shape(300, 200, k), x, w, 0).unwrap_err();
+        assert!(matches!(e, Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128Cluster2, .. }), "{e}");
+        assert!(e.to_string().contains("TMA"), "{e}");
+        // With a workspace the unaligned operands are repacked, as for the plain kernel.
+        let p = select(&H200(), C2, shape(300, 200, k), x, w, usize::MAX).unwrap();
+        assert_eq!((p.kernel, p.grid, p.cluster), (Kernel::Sm90Pingpong128x128Cluster2, 2 * 2 * 2, 2));
+        assert!(p.repack_x || p.repack_w, "{p:?}");
+    }
+}

@@ -1,0 +1,165 @@
+//! A planned call, launched: the repacks, stream-K's counters zeroed, the parameter structs of
+//! the header filled, and the kernel launched on its family's terms. Every address here was
+//! validated and is kept alive and ordered on the stream by the caller's guards.
+
+use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
+
+use super::plan::Plan;
+use super::shape::{Shape, Strided};
+use super::workspace::{repacked_ld, Region};
+use crate::driver::{launch, tma};
+use crate::error::{Error, Result};
+use crate::kernels::loaded::LoadedKernels;
+use crate::kernels::Family;
+use crate::sys::{self, GeProblem, GeRepackParams, GeSm90Params, GeStreamK, GeTensorMap};
+
+/// Device addresses of a validated call (bias 0: none; workspace 0: none).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Addresses {
+    pub x: Strided,
+    pub w: Strided,
+    pub bias: u64,
+    pub out: Strided,
+    pub workspace: u64,
+}
+
+/// Launches `plan` for `shape` on `stream`.
+pub(crate) fn launch(kernels: &LoadedKernels, stream: &CudaStream, plan: &Plan, shape: Shape, a: Addresses, scale: f32) -> Result<()> {
+    let layout = &plan.workspace;
+    // Operands the kernel reads: the caller's, or their repacked copies in the workspace.
+    let repack = |src: Strided, rows: usize, region: Option<Region>| -> Result<Strided> {
+        let Some(region) = region else { return Ok(src) };
+        let dst = Strided { addr: region.addr(a.workspace), ld: repacked_ld(shape.k) };
+        repack_tf32(kernels, stream, src, rows, shape.k, dst)?;
+        Ok(dst)
+    };
+    let x = repack(a.x, shape.m, layout.x)?;
+    let w = repack(a.w, shape.n, layout.w)?;
+    let stream_k = match (layout.partials, layout.counters) {
+        (Some(partials), Some(counters)) => {
+            launch::zero_i32(stream, counters.addr(a.workspace), counters.len)?;
+            GeStreamK {
+                partials: partials.addr(a.workspace) as *mut f32,
+                flags: counters.addr(a.workspace) as *mut i32,
+                tiles: plan.stream_k_tiles as i32,
+            }
+        }
+        _ => GeStreamK { partials: std::ptr::null_mut(), flags: std::ptr::null_mut(), tiles: 0 },
+    };
+    let problem = GeProblem {
+        x: x.addr as *const f32,
+        w: w.addr as *const f32,
+        bias: a.bias as *const f32,
+        out: a.out.addr as *mut f32,
+        ldx: x.ld as i64,
+        ldw: w.ld as i64,
+        ldo: a.out.ld as i64,
+        m: shape.m as i32,
+        n: shape.n as i32,
+        k: shape.k as i32,
+        scale,
+    };
+    // select() only picks kernels the device supports, and load() loaded all of those.
+    let function = kernels
+        .function(plan.kernel)
+        .ok_or(Error::KernelUnavailable { kernel: plan.kernel, reason: "not loaded for this device" })?;
+    let cfg = LaunchConfig { grid_dim: (plan.grid, 1, 1), block_dim: (plan.block, 1, 1), shared_mem_bytes: plan.smem_bytes };
+    match plan.kernel.family() {
+        Family::MmaSync => {
+            let mut launch = stream.launch_builder(function);
+            launch.arg(&problem);
+            launch.arg(&stream_k);
+            // SAFETY: `problem` and `stream_k` match the kernel's `const GeProblem` and `const
+            // GeStreamK` parameters (bindgen); their pointers are live device buffers of this
+            // context whose extents were validated for the shape and strides (or workspace
+            // regions sized for them by the plan's layout, written above in stream order: the
+            // stream-K region holds `stream_k_ctas` partial tiles and zeroed counters); the
+            // caller's guards keep them alive and ordered on `stream`.
+            unsafe { launch.launch(cfg) }?;
+        }
+        Family::TmaWgmma => {
+            let spec = plan.kernel.spec();
+            let x_box_rows = x_box_rows(shape.m, spec.tile_m);
+            let out_map = if plan.tma_store {
+                tma::encode_row_major(a.out.addr, shape.m, shape.n, a.out.ld, spec.out_box_rows(), sys::GE_SM90_STORE_BOX_COLS)?
+            } else {
+                GeTensorMap { opaque: [0; 16] }
+            };
+            let params = GeSm90Params {
+                x_map: tma::encode_row_major(x.addr, shape.m, shape.k, x.ld, x_box_rows, spec.tile_k)?,
+                w_map: tma::encode_row_major(w.addr, shape.n, shape.k, w.ld, spec.w_box_rows(), spec.tile_k)?,
+                out_map,
+                problem,
+                stream_k,
+                store_tma: plan.tma_store as i32,
+                x_box_rows: x_box_rows as i32,
+            };
+            if spec.cluster_m == 1 {
+                let mut launch = stream.launch_builder(function);
+                launch.arg(&params);
+                // SAFETY: as above, with the tensor maps describing the same validated extents.
+                unsafe { launch.launch(cfg) }?;
+            } else {
+                // SAFETY: as above; `params` is the kernel's `const GeSm90Params`; select() made
+                // the grid a whole number of clusters (at most a wave of them); load() raised the
+                // function's shared memory limit to `plan.smem_bytes`.
+                unsafe { launch::launch_clustered(stream, function, cfg, (plan.cluster, 1, 1), &params) }?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Rows of X per TMA box (`GeSm90Params::x_box_rows`): the CTA tile's, or M rounded up to whole
+/// 8-row swizzle atoms when M is smaller, so that TMA does not zero-fill rows no output needs.
+fn x_box_rows(m: usize, tile_m: u32) -> u32 {
+    (m.div_ceil(8) * 8).min(tile_m as usize) as u32
+}
+
+/// Copies `rows × k` of `src` into a dense, TF32-rounded copy at `dst` (rows of `dst.ld`).
+fn repack_tf32(kernels: &LoadedKernels, stream: &CudaStream, src: Strided, rows: usize, k: usize, dst: Strided) -> Result<()> {
+    let params = GeRepackParams {
+        src: src.addr as *const f32,
+        dst: dst.addr as *mut f32,
+        ld_src: src.ld as i64,
+        ld_dst: dst.ld as i64,
+        rows: rows as i32,
+        cols: k as i32,
+    };
+    let cfg = LaunchConfig { grid_dim: rowwise_grid(rows, dst.ld / 4, kernels.device.sm_count), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+    let mut launch = stream.launch_builder(&kernels.repack);
+    launch.arg(&params);
+    // SAFETY: src is a validated operand (rows × k at stride ld); dst is a 16-byte-aligned
+    // workspace region of rows × dst.ld elements from the plan's layout, which select() fitted
+    // into the workspace; both ordered on `stream` by the caller's guards.
+    unsafe { launch.launch(cfg) }?;
+    Ok(())
+}
+
+/// Grid for the row-wise memory-bound kernels (repack, the testbed's elementwise pass): x covers
+/// one row's `units` (16-byte groups) with 256-thread blocks, y keeps about 16 blocks per SM in
+/// flight.
+pub(crate) fn rowwise_grid(rows: usize, units: usize, sm_count: u32) -> (u32, u32, u32) {
+    let x = units.div_ceil(256).clamp(1, i32::MAX as usize);
+    let y = (sm_count as usize * 16 / x).clamp(1, rows.clamp(1, 65_535));
+    (x as u32, y as u32, 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn x_boxes_stop_at_m_in_whole_swizzle_atoms() {
+        assert_eq!([1, 8, 9, 63, 64, 65, 16384].map(|m| x_box_rows(m, 64)), [8, 8, 16, 64, 64, 64, 64]);
+        assert_eq!([1, 100, 128, 129].map(|m| x_box_rows(m, 128)), [8, 104, 128, 128]);
+    }
+
+    #[test]
+    fn rowwise_grids_cover_rows_and_columns() {
+        assert_eq!(rowwise_grid(16384, 1025, 132), (5, 422, 1));
+        assert_eq!(rowwise_grid(1, 1, 132), (1, 1, 1));
+        assert_eq!(rowwise_grid(1_000_000, 1, 132), (1, 2112, 1));
+        assert_eq!(rowwise_grid(3, 1 << 20, 132), (4096, 1, 1));
+    }
+}

@@ -1,0 +1,295 @@
+//! [`FusedGemm`]: the low-level call. Validate ([`validate`]), choose a kernel and plan the
+//! launch ([`dispatch`], [`stream_k`], [`workspace`]), launch on a stream ([`launch`]). No
+//! allocation and no host synchronisation, so calls can be recorded into CUDA graphs.
+
+mod dispatch;
+mod launch;
+mod plan;
+mod shape;
+mod stream_k;
+#[cfg(test)]
+mod test_devices;
+mod validate;
+mod workspace;
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceSlice};
+
+pub use dispatch::Dispatch;
+pub use plan::Plan;
+#[cfg(feature = "testbed")]
+pub(crate) use launch::rowwise_grid;
+pub(crate) use shape::Shape;
+
+use crate::device::DeviceInfo;
+use crate::error::{Error, Operand, Result};
+use crate::kernels::loaded::LoadedKernels;
+use crate::kernels::{Kernel, Tf32Rounding};
+use crate::matrix::{MatrixMut, MatrixRef};
+use dispatch::{Call, Policy};
+use launch::Addresses;
+use shape::Strided;
+use validate::Extent;
+
+/// The fused `out = (v*s) + v`, `v = x·wᵀ + b` kernels, loaded into one CUDA context.
+///
+/// Create it once per context ([`FusedGemm::new`] loads the module) and clone it freely: clones
+/// share the loaded module.
+#[derive(Clone)]
+pub struct FusedGemm {
+    kernels: Arc<LoadedKernels>,
+    policy: Policy,
+}
+
+impl std::fmt::Debug for FusedGemm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FusedGemm")
+            .field("device", &self.kernels.device)
+            .field("dispatch", &self.policy.dispatch)
+            .field("rounding", &self.policy.rounding)
+            .finish()
+    }
+}
+
+impl FusedGemm {
+    /// Loads the kernels into `ctx`. Fails with [`Error::UnsupportedDevice`] before sm_80.
+    pub fn new(ctx: &Arc<CudaContext>) -> Result<Self> {
+        let device = DeviceInfo::query(ctx)?;
+        if device.compute_capability.0 < 8 {
+            let (major, minor) = device.compute_capability;
+            return Err(Error::UnsupportedDevice { major, minor });
+        }
+        let policy = Policy { dispatch: Dispatch::Auto, rounding: dispatch::default_rounding(&device) };
+        Ok(Self { kernels: Arc::new(LoadedKernels::load(ctx, device)?), policy })
+    }
+
+    /// A handle sharing the loaded kernels that dispatches as `dispatch` says.
+    pub fn with_dispatch(&self, dispatch: Dispatch) -> Self {
+        Self { policy: Policy { dispatch, ..self.policy }, ..self.clone() }
+    }
+
+    /// A handle sharing the loaded kernels whose [`Dispatch::Auto`] only picks kernels (or
+    /// repacks) that give `rounding`. The default is the rounding of the device's fastest
+    /// kernels: [`Tf32Rounding::Truncate`] on sm_90 (the TMA + wgmma kernels read TMA's tiles
+    /// as they land, like CUTLASS's), [`Tf32Rounding::Nearest`] before it. On sm_90, `Nearest`
+    /// runs the TMA kernel on operands repacked into the workspace of
+    /// [`FusedGemm::run_with_workspace`] (an extra pass over X and W), or without one the
+    /// mma.sync kernels that round in registers (slower). docs/EPILOGUE.md has the error of
+    /// each, docs/BENCHMARKS.md the cost.
+    pub fn with_rounding(&self, rounding: Tf32Rounding) -> Self {
+        Self { policy: Policy { rounding, ..self.policy }, ..self.clone() }
+    }
+
+    /// The dispatch rule in use.
+    pub fn dispatch(&self) -> Dispatch {
+        self.policy.dispatch
+    }
+
+    /// The operand rounding [`Dispatch::Auto`] provides.
+    pub fn rounding(&self) -> Tf32Rounding {
+        self.policy.rounding
+    }
+
+    /// The device the kernels were loaded for.
+    pub fn device(&self) -> DeviceInfo {
+        self.kernels.device
+    }
+
+    /// The context the kernels were loaded into.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.kernels.ctx
+    }
+
+    /// How many CTAs of `kernel` run on this device at once (counted in clusters for a cluster
+    /// kernel): a persistent sm_90 kernel launches at most this many, and stream-K shares tiles
+    /// among this many. 0 when the kernel cannot run here.
+    pub fn wave(&self, kernel: Kernel) -> u32 {
+        match self.kernels.function(kernel) {
+            Some(_) => self.kernels.occupancy.wave(&self.kernels.device, kernel),
+            None => 0,
+        }
+    }
+
+    /// Checks a call and says which kernel it would launch on `stream` (CUTLASS's
+    /// `can_implement`), without launching. `Ok(None)`: M or N is 0, there is nothing to do.
+    pub fn plan(
+        &self,
+        stream: &CudaStream,
+        x: &MatrixRef<'_>,
+        w: &MatrixRef<'_>,
+        bias: Option<&CudaView<'_, f32>>,
+        out: &MatrixMut<'_>,
+    ) -> Result<Option<Plan>> {
+        self.check_stream(stream)?;
+        let shape = self.validate(x, w, bias, out)?;
+        if shape.m == 0 || shape.n == 0 {
+            return Ok(None);
+        }
+        let (x_ptr, _x_guard) = x.data.device_ptr(stream);
+        let (w_ptr, _w_guard) = w.data.device_ptr(stream);
+        let (o_ptr, _o_guard) = out.data.device_ptr(stream);
+        let call = Call { shape, x: Strided { addr: x_ptr, ld: x.ld }, w: Strided { addr: w_ptr, ld: w.ld }, workspace: 0 };
+        Ok(Some(self.select(call)?.for_out(shape.n, Strided { addr: o_ptr, ld: out.ld })))
+    }
+
+    /// f32 elements of workspace [`FusedGemm::run_with_workspace`] would use for this call; 0
+    /// when it would use none. It holds, in order: X and W repacked when their rows are not
+    /// 16-byte aligned (K % 4 != 0, a misaligned view, or a leading dimension that is not a
+    /// multiple of 4), or when repacking is how the rounding asked for is reached
+    /// ([`FusedGemm::with_rounding`]); then, with fewer output tiles than fit on the device at
+    /// once or with at least 8 such waves of them, one partial tile per stream-K CTA and a
+    /// counter per shared tile ([`Plan::stream_k_tiles`]).
+    pub fn workspace_len(&self, stream: &CudaStream, x: &MatrixRef<'_>, w: &MatrixRef<'_>) -> Result<usize> {
+        self.check_stream(stream)?;
+        let shape = validate::validate_operands(x.extent(), w.extent())?;
+        if shape.m == 0 || shape.n == 0 {
+            return Ok(0);
+        }
+        let (x_ptr, _x_guard) = x.data.device_ptr(stream);
+        let (w_ptr, _w_guard) = w.data.device_ptr(stream);
+        let call = Call { shape, x: Strided { addr: x_ptr, ld: x.ld }, w: Strided { addr: w_ptr, ld: w.ld }, workspace: usize::MAX };
+        Ok(self.select(call)?.workspace_len())
+    }
+
+    /// Computes `out[i][j] = (v*scale) + v`, `v = Σ_k x[i][k]·w[j][k] + bias[j]` on `stream`.
+    ///
+    /// `x` is M × K, `w` is N × K (nn.Linear's weight), `bias` has N elements (or is `None`),
+    /// `out` is M × N; each may be a strided view. Everything is checked before the launch: on
+    /// error nothing is written. Returns the plan that ran (`None` when M or N is 0).
+    /// No allocation, no host synchronisation.
+    pub fn run(
+        &self,
+        stream: &CudaStream,
+        x: &MatrixRef<'_>,
+        w: &MatrixRef<'_>,
+        bias: Option<&CudaView<'_, f32>>,
+        scale: f32,
+        out: &mut MatrixMut<'_>,
+    ) -> Result<Option<Plan>> {
+        self.run_inner(stream, x, w, bias, scale, out, None)
+    }
+
+    /// Like [`FusedGemm::run`], with scratch memory (see [`FusedGemm::workspace_len`]): operands
+    /// whose rows are not 16-byte aligned are first copied into it, so that the TMA + wgmma (or
+    /// 16-byte mma.sync) kernels can read them, and tiles are shared along K through it
+    /// (stream-K: all tiles of small problems, the last wave of large ones). The workspace must
+    /// start 16-byte aligned (every allocation does) and must not be used by another call at
+    /// the same time. A shorter workspace is not an error: the call then runs without what does
+    /// not fit, and the returned [`Plan`] says what ran.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_with_workspace(
+        &self,
+        stream: &CudaStream,
+        x: &MatrixRef<'_>,
+        w: &MatrixRef<'_>,
+        bias: Option<&CudaView<'_, f32>>,
+        scale: f32,
+        out: &mut MatrixMut<'_>,
+        workspace: &mut CudaViewMut<'_, f32>,
+    ) -> Result<Option<Plan>> {
+        self.run_inner(stream, x, w, bias, scale, out, Some(workspace))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_inner(
+        &self,
+        stream: &CudaStream,
+        x: &MatrixRef<'_>,
+        w: &MatrixRef<'_>,
+        bias: Option<&CudaView<'_, f32>>,
+        scale: f32,
+        out: &mut MatrixMut<'_>,
+        workspace: Option<&mut CudaViewMut<'_, f32>>,
+    ) -> Result<Option<Plan>> {
+        self.check_stream(stream)?;
+        let shape = self.validate(x, w, bias, out)?;
+        if let Some(ws) = &workspace {
+            if ws.stream().context().cu_ctx() != self.kernels.ctx.cu_ctx() {
+                return Err(Error::WrongContext { operand: Some(Operand::Workspace) });
+            }
+        }
+        if shape.m == 0 || shape.n == 0 {
+            return Ok(None);
+        }
+        // The guards keep every buffer alive and ordered on `stream` until the launch is queued.
+        let (x_ptr, _x_guard) = x.data.device_ptr(stream);
+        let (w_ptr, _w_guard) = w.data.device_ptr(stream);
+        let (b_ptr, _b_guard) = match bias {
+            Some(b) => {
+                let (p, g) = b.device_ptr(stream);
+                (p, Some(g))
+            }
+            None => (0, None),
+        };
+        let (ws_ptr, ws_len, _ws_guard) = match workspace {
+            Some(ws) => {
+                let len = ws.len();
+                let (p, g) = ws.device_ptr_mut(stream);
+                if p % 16 != 0 {
+                    return Err(Error::MisalignedWorkspace { address: p });
+                }
+                (p, len, Some(g))
+            }
+            None => (0, 0, None),
+        };
+        let (o_ptr, _o_guard) = out.data.device_ptr_mut(stream);
+        let a = Addresses {
+            x: Strided { addr: x_ptr, ld: x.ld },
+            w: Strided { addr: w_ptr, ld: w.ld },
+            bias: b_ptr,
+            out: Strided { addr: o_ptr, ld: out.ld },
+            workspace: ws_ptr,
+        };
+        let plan = self.select(Call { shape, x: a.x, w: a.w, workspace: ws_len })?.for_out(shape.n, a.out);
+        launch::launch(&self.kernels, stream, &plan, shape, a, scale)?;
+        Ok(Some(plan))
+    }
+
+    pub(crate) fn check_stream(&self, stream: &CudaStream) -> Result<()> {
+        if stream.context().cu_ctx() != self.kernels.ctx.cu_ctx() {
+            return Err(Error::WrongContext { operand: None });
+        }
+        Ok(())
+    }
+
+    /// Shape, extent and context checks shared by every call (and by the testbed's baselines).
+    pub(crate) fn validate(&self, x: &MatrixRef<'_>, w: &MatrixRef<'_>, bias: Option<&CudaView<'_, f32>>, out: &MatrixMut<'_>) -> Result<Shape> {
+        let shape = validate::validate_shapes(x.extent(), w.extent(), bias.map(|b| b.len()), out.extent())?;
+        let ctx = self.kernels.ctx.cu_ctx();
+        let same = |s: &Arc<CudaStream>| s.context().cu_ctx() == ctx;
+        for (op, ok) in [
+            (Operand::X, same(x.data.stream())),
+            (Operand::W, same(w.data.stream())),
+            (Operand::Out, same(out.data.stream())),
+            (Operand::Bias, bias.is_none_or(|b| same(b.stream()))),
+        ] {
+            if !ok {
+                return Err(Error::WrongContext { operand: Some(op) });
+            }
+        }
+        Ok(shape)
+    }
+
+    /// The loaded module (the testbed loads its elementwise kernel from it).
+    #[cfg(feature = "testbed")]
+    pub(crate) fn module(&self) -> &Arc<cudarc::driver::CudaModule> {
+        &self.kernels.module
+    }
+
+    fn select(&self, call: Call) -> Result<Plan> {
+        dispatch::select(&self.kernels.device, &self.kernels.occupancy, self.policy, call)
+    }
+}
+
+impl MatrixRef<'_> {
+    fn extent(&self) -> Extent {
+        Extent { rows: self.rows, cols: self.cols, ld: self.ld, len: self.data.len() }
+    }
+}
+
+impl MatrixMut<'_> {
+    fn extent(&self) -> Extent {
+        Extent { rows: self.rows, cols: self.cols, ld: self.ld, len: self.data.len() }
+    }
+}

@@ -1,0 +1,174 @@
+//! How many tiles are shared along K, and by how many CTAs (the kernels' side of the schedule is
+//! `csrc/common/stream_k.cuh`). Decided per call from the shape, the kernel, what fits on the
+//! device at once (a wave) and the room left in the workspace.
+
+use super::shape::Shape;
+use crate::device::DeviceInfo;
+use crate::kernels::catalogue::Family;
+use crate::kernels::loaded::Occupancy;
+use crate::kernels::Kernel;
+
+/// Least k-blocks per CTA for which splitting a tile along K is worth a partial-tile round trip.
+const SPLIT_K_MIN_BLOCKS: u64 = 8;
+
+/// Least full waves of tiles before the last, partial wave is worth sharing (fewer waves were
+/// slower with a shared tail than without: docs/BENCHMARKS.md).
+const STREAM_K_MIN_WAVES: u64 = 8;
+
+/// The stream-K part of a launch: `tiles` (cluster) tiles shared along K by `ctas` CTAs
+/// (clusters for the cluster kernels).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StreamK {
+    pub ctas: u32,
+    pub tiles: u32,
+}
+
+impl StreamK {
+    /// f32 elements of workspace it takes ([`crate::sys::GeStreamK`]): one partial tile per
+    /// stream-K CTA (cluster), then the arrival counters.
+    pub fn len(self, kernel: Kernel) -> usize {
+        self.ctas as usize * partial_tile_len(kernel) + self.counters(kernel)
+    }
+
+    /// The i32 counters, zeroed before each launch: one per (cluster tile, CTA of the cluster,
+    /// consumer sharing the tile), then the mma.sync kernels' ticket counter.
+    pub fn counters(self, kernel: Kernel) -> usize {
+        let spec = kernel.spec();
+        self.tiles as usize * (spec.cluster_m * spec.tile_parts()) as usize + 1
+    }
+}
+
+/// f32 elements of one stream-K CTA's (cluster's) partial tile.
+pub(crate) fn partial_tile_len(kernel: Kernel) -> usize {
+    let (tm, tn, _) = kernel.tile();
+    tm as usize * tn as usize * kernel.cluster_m() as usize
+}
+
+/// Stream-K for `kernel` on `s`, when `room` f32 elements of workspace hold it; else None.
+/// - Fewer tiles than a wave: split-K, every tile shared along K (at least SPLIT_K_MIN_BLOCKS
+///   k-blocks per CTA). TMA kernels cut every tile into the same whole number of parts, and
+///   none with more than half a wave of tiles (spreading more tiles over a wave, or cutting them
+///   unevenly, measured slower: docs/BENCHMARKS.md); mma.sync kernels spread the tiles over a
+///   wave of CTAs.
+/// - At least STREAM_K_MIN_WAVES full waves and a partial last one: the tiles of the last wave
+///   (plus one full wave when it is less than a quarter full) are shared along K by a wave of
+///   CTAs, so that the last wave does not keep a few SMs busy while the rest idle.
+pub(crate) fn plan(device: &DeviceInfo, occupancy: &Occupancy, kernel: Kernel, s: Shape, room: usize) -> Option<StreamK> {
+    let spec = kernel.spec();
+    if s.k == 0 {
+        return None;
+    }
+    let wave = occupancy.wave(device, kernel) as u64;
+    if wave == 0 {
+        return None;
+    }
+    let t = s.cluster_tiles(kernel);
+    let k_blocks = (s.k as u64).div_ceil(spec.tile_k as u64);
+    let (ctas, tiles) = if t < wave && spec.family == Family::TmaWgmma {
+        // Whole splits: no CTA straddles two tiles, and each finisher adds splits - 1 partials.
+        let splits = (wave / t).min(k_blocks / SPLIT_K_MIN_BLOCKS);
+        if splits < 2 {
+            return None;
+        }
+        (t * splits, t)
+    } else if t < wave {
+        let ctas = (t * k_blocks / SPLIT_K_MIN_BLOCKS).min(wave);
+        if ctas <= t {
+            return None;
+        }
+        (ctas, t)
+    } else if t % wave != 0 && t / wave >= STREAM_K_MIN_WAVES {
+        // A last wave at least a quarter full is shared as it is (each CTA a quarter tile or
+        // more); a thinner one together with the wave before it, or a tile would be cut into
+        // dozens of slivers with as many partials to add.
+        let tail = t % wave;
+        (wave, if 4 * tail >= wave { tail } else { tail + wave })
+    } else {
+        return None;
+    };
+    let sk = StreamK { ctas: ctas as u32, tiles: tiles as u32 };
+    (room >= sk.len(kernel)).then_some(sk)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gemm::test_devices::{occupancy, A100, H200};
+
+    fn shape(m: usize, n: usize, k: usize) -> Shape {
+        Shape { m, n, k }
+    }
+
+    #[test]
+    fn split_k_cuts_tma_tiles_into_whole_parts() {
+        let (d, o) = (H200, occupancy(&H200));
+        let pp = Kernel::Sm90Pingpong128x128;
+        // M = 1: 32 tiles of 128×128, 4 CTAs each, at least 8 k-blocks per CTA.
+        assert_eq!(plan(&d, &o, pp, shape(1, 4096, 4096), usize::MAX), Some(StreamK { ctas: 128, tiles: 32 }));
+        // 15 tiles × 16 k-blocks: 2 parts each.
+        assert_eq!(plan(&d, &o, pp, shape(300, 520, 512), usize::MAX), Some(StreamK { ctas: 30, tiles: 15 }));
+        // Too little K to split: 15 tiles × 2 k-blocks.
+        assert_eq!(plan(&d, &o, pp, shape(300, 520, 64), usize::MAX), None);
+        // More than half a wave of tiles: no split.
+        assert_eq!(plan(&d, &o, pp, shape(512, 4096, 4096), usize::MAX), None);
+        // Without room for every partial tile: none.
+        let sk = StreamK { ctas: 128, tiles: 32 };
+        assert_eq!(sk.len(pp), 128 * 128 * 128 + 32 + 1);
+        assert_eq!(plan(&d, &o, pp, shape(1, 4096, 4096), sk.len(pp) - 1), None);
+    }
+
+    #[test]
+    fn a_partial_last_wave_is_shared_after_eight_full_ones() {
+        let (d, o) = (H200, occupancy(&H200));
+        let pp = Kernel::Sm90Pingpong128x128;
+        // 4096 tiles: 31 waves of 132 and 4 tiles, under a quarter wave: shared with the wave before.
+        assert_eq!(plan(&d, &o, pp, shape(16384, 4096, 4096), usize::MAX), Some(StreamK { ctas: 132, tiles: 136 }));
+        // 2048 tiles: 15 waves and 68 tiles: those 68 alone.
+        assert_eq!(plan(&d, &o, pp, shape(8192, 4096, 4096), usize::MAX).map(|s| s.tiles), Some(68));
+        // 7 waves (4096³), or whole waves only: none.
+        assert_eq!(plan(&d, &o, pp, shape(4096, 4096, 4096), usize::MAX), None);
+        assert_eq!(plan(&d, &o, pp, shape(132 * 128, 8 * 128, 64), usize::MAX), None);
+    }
+
+    #[test]
+    fn cluster_and_cooperative_kernels_count_clusters_and_parts() {
+        let (d, o) = (H200, occupancy(&H200));
+        let reference = shape(16384, 4096, 4096);
+        // Cooperative 128×256: 2048 tiles = 15 waves and 68; two counters per tile.
+        let k = Kernel::Sm90Cooperative128x256;
+        let sk = plan(&d, &o, k, reference, usize::MAX).unwrap();
+        assert_eq!((sk, sk.len(k)), (StreamK { ctas: 132, tiles: 68 }, 132 * 128 * 256 + 68 * 2 + 1));
+        // In 2-CTA clusters: 1024 cluster tiles = 15 waves of 66 clusters and 34; a slot of two
+        // 128×256 tiles per cluster, a counter per (cluster tile, CTA, consumer).
+        let k = Kernel::Sm90Cooperative128x256Cluster2;
+        let sk = plan(&d, &o, k, reference, usize::MAX).unwrap();
+        assert_eq!((sk, sk.len(k)), (StreamK { ctas: 66, tiles: 34 }, 66 * 2 * 128 * 256 + 34 * 2 * 2 + 1));
+        // Ping-pong clusters: 2048 cluster tiles = 31 waves of 66 and 2: shared with the wave before.
+        let k = Kernel::Sm90Pingpong128x128Cluster2;
+        let sk = plan(&d, &o, k, reference, usize::MAX).unwrap();
+        assert_eq!((sk, sk.len(k)), (StreamK { ctas: 66, tiles: 68 }, 66 * 2 * 128 * 128 + 68 * 2 + 1));
+        // Split-K in clusters: M = 1 has 16 cluster tiles of 256×256, each shared by 4 clusters.
+        let k = Kernel::Sm90Cooperative128x256Cluster2;
+        assert_eq!(plan(&d, &o, k, shape(1, 4096, 4096), usize::MAX), Some(StreamK { ctas: 64, tiles: 16 }));
+        // No cluster fits: no wave, no stream-K.
+        let none = Occupancy { max_active_clusters: 0, ..o };
+        assert_eq!(plan(&d, &none, k, reference, usize::MAX), None);
+    }
+
+    #[test]
+    fn mma_sync_kernels_count_resident_ctas() {
+        let s = shape(16384, 4096, 4096);
+        let (d, o) = (H200, occupancy(&H200));
+        // 2048 tiles of 128×256, one CTA per SM: 15 waves and 68 tiles.
+        let k = Kernel::Sm80Mma128x256Vec4Trunc;
+        let sk = plan(&d, &o, k, s, usize::MAX).unwrap();
+        assert_eq!((sk, sk.len(k)), (StreamK { ctas: 132, tiles: 68 }, 132 * 128 * 256 + 68 + 1));
+        // 4096 tiles of 128×128, two CTAs per SM: waves of 264, 15 of them and 136 tiles.
+        assert_eq!(plan(&d, &o, Kernel::Sm80Mma128x128Vec4Trunc, s, usize::MAX), Some(StreamK { ctas: 264, tiles: 136 }));
+        // Split-K on the A100: 128 tiles of 64×64, 128 k-blocks, two CTAs per SM: 216 CTAs.
+        let (d, o) = (A100, occupancy(&A100));
+        assert_eq!(plan(&d, &o, Kernel::Sm80Mma64x64Vec4, shape(128, 4096, 4096), usize::MAX), Some(StreamK { ctas: 216, tiles: 128 }));
+        // K = 0: nothing to share.
+        assert_eq!(plan(&d, &o, Kernel::Sm80Mma64x64Vec4, shape(128, 4096, 0), usize::MAX), None);
+    }
+}

@@ -1,0 +1,352 @@
+//! The kernels in the fatbin: one table row each, every number read from the header's constants
+//! (through [`crate::sys`]). Pure facts — which device can run a kernel and which one a call gets
+//! are decided elsewhere (`kernels::loaded`, `gemm::dispatch`).
+
+use std::fmt;
+
+use crate::sys::*;
+
+/// The two kernel families.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// `cp.async` multistage pipeline + `mma.sync.m16n8k8` TF32 (sm_80 and newer; any shape).
+    /// `csrc/sm80/`.
+    MmaSync,
+    /// TMA loads + warp-specialised persistent `wgmma` TF32 (sm_90 only; operands with 16-byte
+    /// rows). `csrc/sm90/`.
+    TmaWgmma,
+}
+
+/// How fp32 operands become TF32 for the tensor cores (docs/EPILOGUE.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Tf32Rounding {
+    /// To nearest, ties away from zero (`cvt.rna.tf32.f32`), as cuBLAS's TF32 GEMM does: a
+    /// relative error of at most 2⁻¹¹ per operand, unbiased.
+    Nearest,
+    /// The fp32 bits go to the tensor cores, which ignore the low 13 mantissa bits (what CUTLASS's
+    /// TF32 kernels on fp32 data do): up to 2⁻¹⁰ per operand, always toward zero, so products are
+    /// biased toward zero. The TMA + wgmma kernels read TMA's tiles as they land and so truncate.
+    Truncate,
+}
+
+/// How a kernel's CTA divides its work (the `csrc/` folder and template that implement it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Schedule {
+    /// mma.sync: one CTA per output tile, a `cp.async` multistage pipeline (`csrc/sm80/`).
+    Mma,
+    /// wgmma, persistent: two consumer warpgroups on alternate tiles, each a whole tile.
+    Pingpong,
+    /// wgmma, persistent: both consumer warpgroups on every tile, half its rows each.
+    Cooperative,
+}
+
+/// How the operands travel from global to shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Access {
+    /// 16-byte copies or TMA: needs K % 4 == 0, 16-byte-aligned `x` and `w`, and leading
+    /// dimensions that are multiples of 4 (or the operands repacked into a workspace).
+    AlignedRows,
+    /// 4-byte copies: any shape and alignment.
+    Scalar,
+}
+
+/// A kernel's launch contract (csrc/include/gemm_epilogue.h).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Spec {
+    /// The `extern "C"` symbol.
+    pub name: &'static str,
+    pub family: Family,
+    pub schedule: Schedule,
+    /// CTA tile (ping-pong: one consumer warpgroup's tile).
+    pub tile_m: u32,
+    pub tile_n: u32,
+    pub tile_k: u32,
+    pub stages: u32,
+    pub threads: u32,
+    /// Dynamic shared memory per CTA, bytes.
+    pub smem_bytes: u32,
+    pub access: Access,
+    /// What the kernel does to fp32 operands.
+    pub rounding: Tf32Rounding,
+    /// CTAs per thread-block cluster, along M (1: a plain launch).
+    pub cluster_m: u32,
+}
+
+impl Spec {
+    /// Consumer warpgroups sharing one CTA tile, each with its own part of a stream-K partial
+    /// and its own arrival counter: 2 for the cooperative schedule, else 1.
+    pub const fn tile_parts(&self) -> u32 {
+        match self.schedule {
+            Schedule::Cooperative => 2,
+            _ => 1,
+        }
+    }
+    /// Rows of W per TMA box: each CTA of a cluster loads one slice of the W tile and multicasts
+    /// it to all of them.
+    pub const fn w_box_rows(&self) -> u32 {
+        self.tile_n / self.cluster_m
+    }
+    /// Rows of `out` per epilogue TMA store box: what one consumer warpgroup holds.
+    pub const fn out_box_rows(&self) -> u32 {
+        self.tile_m / self.tile_parts()
+    }
+}
+
+/// A mma.sync configuration: `[TILE_M, TILE_N, TILE_K, STAGES, THREADS, SMEM_BYTES]` of a
+/// `GE_SM80_MMA_*` block of the header.
+const fn mma(name: &'static str, c: [u32; 6], access: Access, rounding: Tf32Rounding) -> Spec {
+    let [tile_m, tile_n, tile_k, stages, threads, smem_bytes] = c;
+    Spec { name, family: Family::MmaSync, schedule: Schedule::Mma, tile_m, tile_n, tile_k, stages, threads, smem_bytes, access, rounding, cluster_m: 1 }
+}
+
+/// A TMA + wgmma configuration (the same six numbers of a `GE_SM90_*` block), launched in
+/// clusters of `cluster_m` CTAs. Every one reads TMA's tiles as they land: it truncates.
+const fn wgmma(name: &'static str, schedule: Schedule, c: [u32; 6], cluster_m: u32) -> Spec {
+    let [tile_m, tile_n, tile_k, stages, threads, smem_bytes] = c;
+    Spec {
+        name,
+        family: Family::TmaWgmma,
+        schedule,
+        tile_m,
+        tile_n,
+        tile_k,
+        stages,
+        threads,
+        smem_bytes,
+        access: Access::AlignedRows,
+        rounding: Tf32Rounding::Truncate,
+        cluster_m,
+    }
+}
+
+/// The table: `Variant => spec;`, with the variant's doc comment. Generates [`Kernel`],
+/// [`Kernel::ALL`], [`KERNEL_COUNT`] and `Kernel::spec`.
+macro_rules! kernel_table {
+    ($( $(#[$doc:meta])* $variant:ident => $spec:expr; )*) => {
+        /// Every kernel in the fatbin. Pick one with [`crate::Dispatch::Force`], or let
+        /// [`crate::Dispatch::Auto`] choose. Names say family, schedule, tile and the operand
+        /// access, as the `extern "C"` symbols do (`Sm90Pingpong64x128` is
+        /// `ge_sm90_pingpong_64x128x32_s8`).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum Kernel {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        /// How many kernels the fatbin holds.
+        pub(crate) const KERNEL_COUNT: usize = [$(stringify!($variant)),*].len();
+
+        impl Kernel {
+            /// Every kernel, in table order.
+            pub const ALL: [Kernel; KERNEL_COUNT] = [$(Kernel::$variant),*];
+
+            pub(crate) const fn spec(self) -> Spec {
+                match self {
+                    $( Kernel::$variant => $spec, )*
+                }
+            }
+        }
+    };
+}
+
+kernel_table! {
+    /// mma.sync, 128×128×32 CTA tile, 4 warps, 3 stages, 16-byte loads; rounds to nearest.
+    Sm80Mma128x128Vec4 => mma("ge_sm80_mma_128x128x32_s3_vec4", [GE_SM80_MMA_128X128_TILE_M, GE_SM80_MMA_128X128_TILE_N, GE_SM80_MMA_128X128_TILE_K, GE_SM80_MMA_128X128_STAGES, GE_SM80_MMA_128X128_THREADS, GE_SM80_MMA_128X128_SMEM_BYTES], Access::AlignedRows, Tf32Rounding::Nearest);
+    /// [`Kernel::Sm80Mma128x128Vec4`] passing fp32 bits to the tensor cores ([`Tf32Rounding::Truncate`]).
+    Sm80Mma128x128Vec4Trunc => mma("ge_sm80_mma_128x128x32_s3_vec4_trunc", [GE_SM80_MMA_128X128_TILE_M, GE_SM80_MMA_128X128_TILE_N, GE_SM80_MMA_128X128_TILE_K, GE_SM80_MMA_128X128_STAGES, GE_SM80_MMA_128X128_THREADS, GE_SM80_MMA_128X128_SMEM_BYTES], Access::AlignedRows, Tf32Rounding::Truncate);
+    /// [`Kernel::Sm80Mma128x128Vec4`] with 4-byte loads: any shape and alignment.
+    Sm80Mma128x128Scalar => mma("ge_sm80_mma_128x128x32_s3_scalar", [GE_SM80_MMA_128X128_TILE_M, GE_SM80_MMA_128X128_TILE_N, GE_SM80_MMA_128X128_TILE_K, GE_SM80_MMA_128X128_STAGES, GE_SM80_MMA_128X128_THREADS, GE_SM80_MMA_128X128_SMEM_BYTES], Access::Scalar, Tf32Rounding::Nearest);
+    /// mma.sync, 128×256×32 CTA tile, 8 warps, 3 stages (144 KiB: sm_80 and sm_90), 16-byte
+    /// loads, the epilogue staged through shared memory; rounds to nearest.
+    Sm80Mma128x256Vec4 => mma("ge_sm80_mma_128x256x32_s3_vec4", [GE_SM80_MMA_128X256_TILE_M, GE_SM80_MMA_128X256_TILE_N, GE_SM80_MMA_128X256_TILE_K, GE_SM80_MMA_128X256_STAGES, GE_SM80_MMA_128X256_THREADS, GE_SM80_MMA_128X256_SMEM_BYTES], Access::AlignedRows, Tf32Rounding::Nearest);
+    /// [`Kernel::Sm80Mma128x256Vec4`] passing fp32 bits to the tensor cores ([`Tf32Rounding::Truncate`]).
+    Sm80Mma128x256Vec4Trunc => mma("ge_sm80_mma_128x256x32_s3_vec4_trunc", [GE_SM80_MMA_128X256_TILE_M, GE_SM80_MMA_128X256_TILE_N, GE_SM80_MMA_128X256_TILE_K, GE_SM80_MMA_128X256_STAGES, GE_SM80_MMA_128X256_THREADS, GE_SM80_MMA_128X256_SMEM_BYTES], Access::AlignedRows, Tf32Rounding::Truncate);
+    /// [`Kernel::Sm80Mma128x256Vec4`] with 4-byte loads: any shape and alignment.
+    Sm80Mma128x256Scalar => mma("ge_sm80_mma_128x256x32_s3_scalar", [GE_SM80_MMA_128X256_TILE_M, GE_SM80_MMA_128X256_TILE_N, GE_SM80_MMA_128X256_TILE_K, GE_SM80_MMA_128X256_STAGES, GE_SM80_MMA_128X256_THREADS, GE_SM80_MMA_128X256_SMEM_BYTES], Access::Scalar, Tf32Rounding::Nearest);
+    /// mma.sync, 64×64×32 CTA tile, 4 warps, 4 stages, 16-byte loads: small problems.
+    Sm80Mma64x64Vec4 => mma("ge_sm80_mma_64x64x32_s4_vec4", [GE_SM80_MMA_64X64_TILE_M, GE_SM80_MMA_64X64_TILE_N, GE_SM80_MMA_64X64_TILE_K, GE_SM80_MMA_64X64_STAGES, GE_SM80_MMA_64X64_THREADS, GE_SM80_MMA_64X64_SMEM_BYTES], Access::AlignedRows, Tf32Rounding::Nearest);
+    /// [`Kernel::Sm80Mma64x64Vec4`] with 4-byte loads: small problems of any shape.
+    Sm80Mma64x64Scalar => mma("ge_sm80_mma_64x64x32_s4_scalar", [GE_SM80_MMA_64X64_TILE_M, GE_SM80_MMA_64X64_TILE_N, GE_SM80_MMA_64X64_TILE_K, GE_SM80_MMA_64X64_STAGES, GE_SM80_MMA_64X64_THREADS, GE_SM80_MMA_64X64_SMEM_BYTES], Access::Scalar, Tf32Rounding::Nearest);
+    /// TMA + wgmma ping-pong, 128×128×32 tile per consumer warpgroup, 6 stages, persistent
+    /// (sm_90). Auto's TMA kernel between one wave of [`Kernel::Sm90Pingpong64x128`]'s tiles and
+    /// 3 waves of [`Kernel::Sm90Cooperative128x256Cluster2`]'s cluster tiles.
+    Sm90Pingpong128x128 => wgmma("ge_sm90_pingpong_128x128x32_s6", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_TILE_M, GE_SM90_PINGPONG_128X128_TILE_N, GE_SM90_PINGPONG_128X128_TILE_K, GE_SM90_PINGPONG_128X128_STAGES, GE_SM90_PINGPONG_128X128_THREADS, GE_SM90_PINGPONG_128X128_SMEM_BYTES], 1);
+    /// The ping-pong kernel with 64×128×32 tiles and 8 stages (the same shared memory): twice the
+    /// tiles, so a small-M problem needs half as many split-K parts per tile. Auto's TMA kernel
+    /// when its tiles fit in one wave and [`Kernel::Sm90Pingpong64x64`]'s do not.
+    Sm90Pingpong64x128 => wgmma("ge_sm90_pingpong_64x128x32_s8", Schedule::Pingpong, [GE_SM90_PINGPONG_64X128_TILE_M, GE_SM90_PINGPONG_64X128_TILE_N, GE_SM90_PINGPONG_64X128_TILE_K, GE_SM90_PINGPONG_64X128_STAGES, GE_SM90_PINGPONG_64X128_THREADS, GE_SM90_PINGPONG_64X128_SMEM_BYTES], 1);
+    /// The ping-pong kernel with 64×64×32 tiles and 12 stages (the same shared memory):
+    /// cuBLAS's tile for M ≤ 128. Auto's TMA kernel when its tiles fit in one wave.
+    Sm90Pingpong64x64 => wgmma("ge_sm90_pingpong_64x64x32_s12", Schedule::Pingpong, [GE_SM90_PINGPONG_64X64_TILE_M, GE_SM90_PINGPONG_64X64_TILE_N, GE_SM90_PINGPONG_64X64_TILE_K, GE_SM90_PINGPONG_64X64_STAGES, GE_SM90_PINGPONG_64X64_THREADS, GE_SM90_PINGPONG_64X64_SMEM_BYTES], 1);
+    /// [`Kernel::Sm90Pingpong128x128`] with its CTAs paired into clusters of 2 along M: the two
+    /// compute vertically adjacent tiles and each TMA-multicasts half of their shared W tile to
+    /// both. Only [`crate::Dispatch::Force`] selects it.
+    Sm90Pingpong128x128Cluster2 => wgmma("ge_sm90_pingpong_128x128x32_s6_cluster2", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_TILE_M, GE_SM90_PINGPONG_128X128_TILE_N, GE_SM90_PINGPONG_128X128_TILE_K, GE_SM90_PINGPONG_128X128_STAGES, GE_SM90_PINGPONG_128X128_THREADS, GE_SM90_PINGPONG_128X128_SMEM_BYTES], GE_SM90_CLUSTER_M);
+    /// TMA + wgmma cooperative, 128×256×32 tile shared by both consumer warpgroups (64 rows each,
+    /// `m64n256k8`), 4 stages, persistent (sm_90): fewer shared-memory and L2 bytes per FLOP
+    /// than the ping-pong, but no epilogue overlapped with the tensor cores. Only
+    /// [`crate::Dispatch::Force`] selects it.
+    Sm90Cooperative128x256 => wgmma("ge_sm90_cooperative_128x256x32_s4", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], 1);
+    /// [`Kernel::Sm90Cooperative128x256`] in clusters of 2 along M, each CTA multicasting half
+    /// of the shared 256-row W tile (cuBLAS's configuration for large TF32 GEMMs on sm_90).
+    /// Auto's pick from 3 waves of its 256×256 cluster tiles.
+    Sm90Cooperative128x256Cluster2 => wgmma("ge_sm90_cooperative_128x256x32_s4_cluster2", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], GE_SM90_CLUSTER_M);
+}
+
+impl Kernel {
+    /// Position in [`Kernel::ALL`].
+    pub(crate) const fn index(self) -> usize {
+        let mut i = 0;
+        while i < KERNEL_COUNT {
+            if Kernel::ALL[i] as u8 == self as u8 {
+                return i;
+            }
+            i += 1;
+        }
+        unreachable!()
+    }
+
+    /// The `extern "C"` symbol in the fatbin.
+    pub const fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    /// The family the kernel belongs to.
+    pub const fn family(self) -> Family {
+        self.spec().family
+    }
+
+    /// CTA (for ping-pong: consumer-warpgroup) tile, (M, N, K).
+    pub const fn tile(self) -> (u32, u32, u32) {
+        let s = self.spec();
+        (s.tile_m, s.tile_n, s.tile_k)
+    }
+
+    /// Shared-memory pipeline depth (K slices in flight).
+    pub const fn stages(self) -> u32 {
+        self.spec().stages
+    }
+
+    /// Threads per CTA.
+    pub const fn threads(self) -> u32 {
+        self.spec().threads
+    }
+
+    /// Dynamic shared memory per CTA, bytes.
+    pub const fn smem_bytes(self) -> u32 {
+        self.spec().smem_bytes
+    }
+
+    /// What the kernel does to fp32 operands (operands repacked into a workspace are rounded to
+    /// nearest before any kernel reads them: see [`crate::Plan::rounding`]).
+    pub const fn rounding(self) -> Tf32Rounding {
+        self.spec().rounding
+    }
+
+    /// CTAs per thread-block cluster along M: 1 for a plain launch, 2 for the `Cluster2` kernels
+    /// (whose CTA pairs cover `2·TILE_M × TILE_N` together).
+    pub const fn cluster_m(self) -> u32 {
+        self.spec().cluster_m
+    }
+
+    /// Whether the kernel reads operand rows 16 bytes at a time (or through TMA): it then needs
+    /// K % 4 == 0, 16-byte-aligned `x` and `w` and leading dimensions that are multiples of 4,
+    /// or a workspace to repack the operands into.
+    pub const fn needs_aligned_rows(self) -> bool {
+        matches!(self.spec().access, Access::AlignedRows)
+    }
+}
+
+impl fmt::Display for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The symbol every row names, rebuilt from its facts: family, schedule, tile, stages,
+    /// access, rounding and cluster in one vocabulary.
+    fn expected_name(k: Kernel) -> String {
+        let s = k.spec();
+        let schedule = match s.schedule {
+            Schedule::Mma => "mma",
+            Schedule::Pingpong => "pingpong",
+            Schedule::Cooperative => "cooperative",
+        };
+        let arch = match s.family {
+            Family::MmaSync => "sm80",
+            Family::TmaWgmma => "sm90",
+        };
+        let mut name = format!("ge_{arch}_{schedule}_{}x{}x{}_s{}", s.tile_m, s.tile_n, s.tile_k, s.stages);
+        if s.family == Family::MmaSync {
+            name += if s.access == Access::AlignedRows { "_vec4" } else { "_scalar" };
+            if s.rounding == Tf32Rounding::Truncate {
+                name += "_trunc";
+            }
+        }
+        if s.cluster_m > 1 {
+            name += &format!("_cluster{}", s.cluster_m);
+        }
+        name
+    }
+
+    #[test]
+    fn names_encode_the_configuration() {
+        for k in Kernel::ALL {
+            assert_eq!(k.name(), expected_name(k), "{k:?}");
+            // The Rust variant says the same: family, schedule and tile.
+            let (m, n, _) = k.tile();
+            let variant = format!("{k:?}");
+            assert!(variant.contains(&format!("{m}x{n}")), "{variant}");
+            assert_eq!(variant.ends_with("Cluster2"), k.cluster_m() == 2, "{variant}");
+            assert_eq!(variant.ends_with("Trunc"), k.family() == Family::MmaSync && k.rounding() == Tf32Rounding::Truncate, "{variant}");
+        }
+        let mut names: Vec<_> = Kernel::ALL.iter().map(|k| k.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), KERNEL_COUNT, "two rows name the same symbol");
+    }
+
+    #[test]
+    fn index_is_the_table_position() {
+        for (i, k) in Kernel::ALL.into_iter().enumerate() {
+            assert_eq!(k.index(), i);
+        }
+    }
+
+    #[test]
+    fn specs_are_consistent() {
+        for k in Kernel::ALL {
+            let s = k.spec();
+            assert!(s.threads % 32 == 0 && s.smem_bytes <= 227 * 1024, "{k}");
+            // A W box is whole 8-row swizzle atoms, and the cluster's slices tile the W tile.
+            assert!(s.w_box_rows() * s.cluster_m == s.tile_n && s.w_box_rows() % 8 == 0, "{k}");
+            assert_eq!(s.out_box_rows() * s.tile_parts(), s.tile_m, "{k}: one part per consumer sharing the tile");
+            match s.family {
+                Family::MmaSync => assert_eq!(s.smem_bytes, s.stages * (s.tile_m + s.tile_n) * s.tile_k * 4, "{k}"),
+                Family::TmaWgmma => {
+                    // Stages, the epilogue's boxes, the barriers and the alignment slack.
+                    let stages = s.stages * (s.tile_m + s.tile_n) * s.tile_k * 4;
+                    assert!(s.smem_bytes >= stages + GE_SM90_EPILOGUE_SMEM_BYTES, "{k}");
+                    // One store box per consumer fits its half of the epilogue buffers.
+                    assert!(s.out_box_rows() * GE_SM90_STORE_BOX_COLS * 4 <= GE_SM90_EPILOGUE_SMEM_BYTES / 2, "{k}");
+                    assert!(s.access == Access::AlignedRows && s.rounding == Tf32Rounding::Truncate, "{k}");
+                }
+            }
+        }
+        // Every cluster kernel has the same block, smem and cluster shape: load() asks the
+        // occupancy of one and it serves all.
+        let clustered: Vec<Spec> = Kernel::ALL.iter().map(|k| k.spec()).filter(|s| s.cluster_m > 1).collect();
+        assert!(clustered.len() >= 2);
+        for s in &clustered {
+            assert_eq!((s.threads, s.smem_bytes, s.cluster_m), (clustered[0].threads, clustered[0].smem_bytes, 2), "{}", s.name);
+        }
+        assert_eq!(Kernel::Sm90Cooperative128x256Cluster2.spec().w_box_rows(), 128);
+        assert_eq!(Kernel::Sm90Cooperative128x256.spec().out_box_rows(), 64);
+        assert_eq!(Kernel::Sm80Mma64x64Vec4.tile(), (64, 64, 32));
+    }
+}

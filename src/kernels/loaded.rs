@@ -1,0 +1,172 @@
+//! The fatbin loaded into one context: every kernel the device can run looked up once, its
+//! shared-memory limit raised, and how many of its CTAs (or clusters) fit on the device at once.
+//! Occupancy is private to this module and to dispatch: it depends on the loaded kernels, not on
+//! the device alone.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, LaunchConfig};
+use cudarc::nvrtc::Ptx;
+
+use super::catalogue::{Family, Kernel, KERNEL_COUNT};
+use crate::device::DeviceInfo;
+use crate::driver::launch;
+use crate::error::Result;
+
+/// The fatbin nvcc built from `csrc/kernels.cu`: SASS for sm_80 and sm_90a, PTX for newer chips.
+pub(crate) static FATBIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/gemm_epilogue.fatbin"));
+
+/// The repack kernel's symbol (`csrc/elementwise/repack_tf32.cuh`).
+const REPACK: &str = "ge_repack_tf32";
+
+/// What fits on the device at once, per kernel: sizes the persistent grids and stream-K's waves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Occupancy {
+    /// 2-CTA clusters of the cluster kernels resident at once (`cuOccupancyMaxActiveClusters`;
+    /// the cluster kernels share one block and shared-memory size, so one answer serves all).
+    /// 0 where they cannot run: not sm_90, or the query failed or said 0.
+    pub max_active_clusters: u32,
+    /// CTAs of each kernel resident per SM (`cuOccupancyMaxActiveBlocksPerMultiprocessor`),
+    /// indexed like [`Kernel::ALL`]; 1 where unknown.
+    pub ctas_per_sm: [u32; KERNEL_COUNT],
+}
+
+impl Occupancy {
+    /// Before anything is loaded: one CTA per SM, no cluster.
+    pub const NONE: Self = Self { max_active_clusters: 0, ctas_per_sm: [1; KERNEL_COUNT] };
+
+    /// A wave of `kernel` on `device`: what runs at once. One CTA per SM for the persistent
+    /// sm_90 kernels (counted in clusters for the cluster kernels), the resident CTAs for
+    /// mma.sync.
+    pub fn wave(&self, device: &DeviceInfo, kernel: Kernel) -> u32 {
+        match kernel.family() {
+            Family::TmaWgmma if kernel.cluster_m() > 1 => self.max_active_clusters,
+            Family::TmaWgmma => device.sm_count,
+            Family::MmaSync => device.sm_count * self.ctas_per_sm[kernel.index()].max(1),
+        }
+    }
+}
+
+/// Why `kernel` cannot run on `device` whatever the call, if it cannot: the facts known before
+/// the module is loaded (architecture, shared memory) and, once loaded, whether a cluster fits.
+pub(crate) fn unsupported(kernel: Kernel, device: &DeviceInfo, occupancy: &Occupancy) -> Option<&'static str> {
+    let spec = kernel.spec();
+    if spec.family == Family::TmaWgmma && !device.is_hopper() {
+        return Some("the TMA + wgmma kernels are built for sm_90a and need an sm_90 device");
+    }
+    if spec.smem_bytes > device.max_smem_per_block {
+        return Some("the device has too little shared memory per block for this tile");
+    }
+    if spec.cluster_m > 1 && occupancy.max_active_clusters == 0 {
+        return Some("no 2-CTA cluster of this kernel fits on the device (cuOccupancyMaxActiveClusters failed or returned 0)");
+    }
+    None
+}
+
+/// The loaded module and what [`crate::FusedGemm`] launches from it.
+pub(crate) struct LoadedKernels {
+    pub ctx: Arc<CudaContext>,
+    pub device: DeviceInfo,
+    pub occupancy: Occupancy,
+    /// The whole module, for kernels outside the table (the testbed's elementwise pass).
+    #[cfg_attr(not(feature = "testbed"), allow(dead_code))]
+    pub module: Arc<CudaModule>,
+    functions: [Option<CudaFunction>; KERNEL_COUNT],
+    pub repack: CudaFunction,
+}
+
+impl LoadedKernels {
+    pub fn load(ctx: &Arc<CudaContext>, device: DeviceInfo) -> Result<Self> {
+        let module = ctx.load_module(Ptx::from_binary(FATBIN.to_vec()))?;
+        let mut functions: [Option<CudaFunction>; KERNEL_COUNT] = Default::default();
+        // Answers below fill this in; until then a cluster kernel counts as not fitting, which
+        // `unsupported` ignores for the checks made before the cluster query.
+        let mut occupancy = Occupancy::NONE;
+        let mut clusters_asked = false;
+        for kernel in Kernel::ALL {
+            let spec = kernel.spec();
+            let before_cluster_query = Occupancy { max_active_clusters: u32::MAX, ..occupancy };
+            if unsupported(kernel, &device, &before_cluster_query).is_some() {
+                continue;
+            }
+            let function = module.load_function(spec.name)?;
+            // Before the occupancy queries: they count with this much shared memory per CTA.
+            function.set_attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, spec.smem_bytes as i32)?;
+            if spec.cluster_m > 1 {
+                // One block size, smem size and cluster shape for every cluster kernel (a unit
+                // test checks it); each is asked and the smallest answer kept. A failed query
+                // leaves the kernel out (`unsupported` then says why) rather than failing the
+                // load of every other kernel.
+                let probe = LaunchConfig {
+                    grid_dim: (spec.cluster_m * (device.sm_count / spec.cluster_m).max(1), 1, 1),
+                    block_dim: (spec.threads, 1, 1),
+                    shared_mem_bytes: spec.smem_bytes,
+                };
+                let clusters = launch::max_active_clusters(ctx, &function, probe, (spec.cluster_m, 1, 1)).unwrap_or(0);
+                occupancy.max_active_clusters = if clusters_asked { occupancy.max_active_clusters.min(clusters) } else { clusters };
+                clusters_asked = true;
+                if unsupported(kernel, &device, &occupancy).is_some() {
+                    continue;
+                }
+            }
+            // Waves of the mma.sync kernels (stream-K). A failed query leaves the default, 1.
+            if let Ok(n) = function.occupancy_max_active_blocks_per_multiprocessor(spec.threads, spec.smem_bytes as usize, None) {
+                occupancy.ctas_per_sm[kernel.index()] = n.max(1);
+            }
+            functions[kernel.index()] = Some(function);
+        }
+        let repack = module.load_function(REPACK)?;
+        Ok(Self { ctx: ctx.clone(), device, occupancy, module, functions, repack })
+    }
+
+    /// The loaded function of `kernel` (`None`: the device cannot run it).
+    pub fn function(&self, kernel: Kernel) -> Option<&CudaFunction> {
+        self.functions[kernel.index()].as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contains(s: &str) -> bool {
+        FATBIN.windows(s.len()).any(|w| w == s.as_bytes())
+    }
+
+    #[test]
+    fn every_kernel_is_in_the_fatbin() {
+        assert!(FATBIN.len() > 1024, "empty fatbin: was the crate built with DOCS_RS set?");
+        // Entry names are stored as plain strings in the fatbin's ELF symbol tables.
+        for kernel in Kernel::ALL {
+            assert!(contains(kernel.name()), "{} missing from the fatbin", kernel.name());
+        }
+        assert!(contains(REPACK));
+        // nvcc records each cubin's target as "sm_80" / "sm_90a" in its ELF header strings.
+        assert!(contains("sm_90a"), "no sm_90a code in the fatbin");
+    }
+
+    const H200: DeviceInfo = DeviceInfo { compute_capability: (9, 0), sm_count: 132, max_smem_per_block: 232_448 };
+    const A100: DeviceInfo = DeviceInfo { compute_capability: (8, 0), sm_count: 108, max_smem_per_block: 166_912 };
+
+    #[test]
+    fn cluster_kernels_need_room_for_a_cluster() {
+        let fits = Occupancy { max_active_clusters: 66, ..Occupancy::NONE };
+        assert_eq!(unsupported(Kernel::Sm90Pingpong128x128Cluster2, &H200, &fits), None);
+        let why = unsupported(Kernel::Sm90Pingpong128x128Cluster2, &H200, &Occupancy::NONE).expect("refused");
+        assert!(why.contains("cluster"), "{why}");
+        // The plain kernels do not care.
+        assert_eq!(unsupported(Kernel::Sm90Pingpong128x128, &H200, &Occupancy::NONE), None);
+        assert!(unsupported(Kernel::Sm90Pingpong128x128Cluster2, &A100, &fits).expect("refused").contains("sm_90"));
+    }
+
+    #[test]
+    fn waves_count_what_runs_at_once() {
+        let mut o = Occupancy { max_active_clusters: 60, ..Occupancy::NONE };
+        o.ctas_per_sm[Kernel::Sm80Mma128x128Vec4.index()] = 2;
+        assert_eq!(o.wave(&H200, Kernel::Sm90Pingpong128x128), 132);
+        assert_eq!(o.wave(&H200, Kernel::Sm90Cooperative128x256Cluster2), 60);
+        assert_eq!(o.wave(&H200, Kernel::Sm80Mma128x128Vec4), 264);
+        assert_eq!(o.wave(&A100, Kernel::Sm80Mma128x256Vec4), 108);
+    }
+}

@@ -1,0 +1,7 @@
+//! The kernels: what the fatbin holds ([`catalogue`], one table row per kernel) and the fatbin
+//! loaded into a context ([`loaded`]).
+
+pub(crate) mod catalogue;
+pub(crate) mod loaded;
+
+pub use catalogue::{Family, Kernel, Tf32Rounding};
