@@ -1,5 +1,5 @@
 //! Compiles `csrc/kernels.cu` with nvcc into one fatbin (SASS for sm_80 and sm_90a, PTX for newer
-//! chips) that `src/kernels.rs` embeds with `include_bytes!` and loads through cudarc.
+//! chips) that `src/kernels/loaded.rs` embeds with `include_bytes!` and loads through cudarc.
 //!
 //! nvcc is looked for, in order: `$NVCC`, `$CUDA_HOME/bin`, `$CUDA_PATH/bin`, `PATH`,
 //! `/usr/local/cuda/bin`, and the project-local prefix that `.ci/setup-toolchain` fills from PyPI.

@@ -9,7 +9,7 @@
 //!
 //! Run: `cargo bench --bench mma_sync_ceiling` (`-- --print-ptx` prints the kernel and exits). Without a GPU it prints `skipped: <reason>` and
 //! exits 0, unless `GEMM_EPILOGUE_REQUIRE_GPU=1`, then it exits 1. Clocks under load vary (see
-//! docs/performance.md): quote the result with the date and, if you can, the SM clock.
+//! docs/BENCHMARKS.md): quote the result with the date and, if you can, the SM clock.
 
 mod common;
 use common::skip_or_fail;
