@@ -9,9 +9,9 @@
 //! - `cublas_gemm_alone`: cuBLAS TF32 GEMM, no bias, no epilogue: the ceiling to beat.
 //!
 //! On the reference shape, 4096³, 8192³ and the M ≤ 256 shapes one more row times the sm_90
-//! 128×128 ping-pong kernel forced (`sm90_pingpong`, [`Kernel::Sm90Pingpong128x128`]): on the
+//! 128×128 ping-pong kernel forced (`sm90_pingpong`, [`Kernel::Sm90Pingpong128x128Trunc`]): on the
 //! H200 `Dispatch::Auto` picks the cooperative cluster kernel for the large shapes, a 64-row
-//! ping-pong ([`Kernel::Sm90Pingpong64x128`], [`Kernel::Sm90Pingpong64x64`]) when its tiles fit
+//! ping-pong ([`Kernel::Sm90Pingpong64x128Trunc`], [`Kernel::Sm90Pingpong64x64Trunc`]) when its tiles fit
 //! in one wave, and the 128×128 ping-pong in between. On the reference shape two more rows time
 //! the mma.sync path forced (it is the fallback on sm_90 and the default before it):
 //! `mma_sync_128x256_trunc` ([`Kernel::Sm80Mma128x256Vec4Trunc`], operands truncated to TF32 by
@@ -61,12 +61,15 @@ use gemm_epilogue::cudarc::driver::sys::CUevent_flags;
 use gemm_epilogue::cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream};
 use gemm_epilogue::testbed::reference::SplitMix64 as Rng;
 use gemm_epilogue::testbed::{self, timing, CublasBaseline, CublasLtLinear, CublasLtPlan};
-use gemm_epilogue::{cuda_context, Dispatch, FusedGemm, Kernel, MatrixMut, MatrixRef, Plan};
+use gemm_epilogue::testbed::reference::{self, HostMatrix};
+use gemm_epilogue::{cuda_context, Dispatch, FusedGemm, Kernel, MatrixMut, MatrixRef, Plan, PreparedWeight, Tf32Rounding};
 
 const SCALE: f32 = 0.5;
 const REFERENCE: &str = "reference_16384x4096x4096";
 /// Minimum length of a sustained sample, ms (the second interleaved measurement).
 const SUSTAINED_SAMPLE_MS: f64 = 200.0;
+/// Output elements compared with the f64 reference per variant (the accuracy columns).
+const SAMPLES: usize = 4096;
 
 /// (criterion group name, M, N, K).
 const SHAPES: &[(&str, usize, usize, usize)] = &[
@@ -95,14 +98,21 @@ fn fresh_seed(m: usize, n: usize, k: usize) -> u64 {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Variant {
+    /// `Dispatch::Auto` with the default rounding (to nearest) on the raw W, with the workspace
+    /// it asks for (on sm_90 W is rounded into it on every call).
     Fused,
+    /// The same with a `PreparedWeight` (W rounded once, outside timing).
+    FusedPrepared,
+    /// `Dispatch::Auto` with `Tf32Rounding::Truncate` (opt-in), raw W, its workspace.
+    FusedTruncate,
     CublasElementwise,
     CublasLt,
     CublasGemm,
     /// Our fused call with this kernel forced.
     Forced(Kernel),
 }
-const VARIANTS: [Variant; 4] = [Variant::Fused, Variant::CublasElementwise, Variant::CublasLt, Variant::CublasGemm];
+const VARIANTS: [Variant; 6] =
+    [Variant::Fused, Variant::CublasElementwise, Variant::CublasLt, Variant::CublasGemm, Variant::FusedPrepared, Variant::FusedTruncate];
 /// The mma.sync rows of the reference shape.
 const MMA_SYNC: [Variant; 2] = [Variant::Forced(Kernel::Sm80Mma128x256Vec4Trunc), Variant::Forced(Kernel::Sm80Mma128x256Vec4)];
 /// Shapes that also time the 128×128 ping-pong kernel forced: the large square-ish ones, where
@@ -113,13 +123,15 @@ const PINGPONG_TOO: [&str; 7] = [REFERENCE, "square_4096", "square_8192", "m1_40
 impl Variant {
     fn label(self) -> &'static str {
         match self {
-            Variant::Fused => "ours (fused)",
+            Variant::Fused => "ours (fused), Nearest (default), raw W",
+            Variant::FusedPrepared => "ours, Nearest, prepared W",
+            Variant::FusedTruncate => "ours, Truncate (opt-in), raw W",
             Variant::CublasElementwise => "cuBLAS GEMM + elementwise",
             Variant::CublasLt => "cuBLASLt bias+alpha (1 call)",
             Variant::CublasGemm => "cuBLAS GEMM alone (no bias/epilogue)",
             Variant::Forced(Kernel::Sm80Mma128x256Vec4Trunc) => "ours, mma.sync 128×256, truncated operands",
             Variant::Forced(Kernel::Sm80Mma128x256Vec4) => "ours, mma.sync 128×256, rounded operands",
-            Variant::Forced(Kernel::Sm90Pingpong128x128) => "ours, sm90 ping-pong 128×128 (forced)",
+            Variant::Forced(Kernel::Sm90Pingpong128x128Trunc) => "ours, sm90 ping-pong 128×128 (forced)",
             Variant::Forced(_) => "ours, forced kernel",
         }
     }
@@ -128,12 +140,14 @@ impl Variant {
     fn function(self) -> &'static str {
         match self {
             Variant::Fused => "fused",
+            Variant::FusedPrepared => "fused_prepared_w",
+            Variant::FusedTruncate => "fused_truncate",
             Variant::CublasElementwise => "cublas_plus_elementwise",
             Variant::CublasLt => "cublaslt_bias_alpha",
             Variant::CublasGemm => "cublas_gemm_alone",
             Variant::Forced(Kernel::Sm80Mma128x256Vec4Trunc) => "mma_sync_128x256_trunc",
             Variant::Forced(Kernel::Sm80Mma128x256Vec4) => "mma_sync_128x256_round",
-            Variant::Forced(Kernel::Sm90Pingpong128x128) => "sm90_pingpong",
+            Variant::Forced(Kernel::Sm90Pingpong128x128Trunc) => "sm90_pingpong",
             Variant::Forced(_) => "forced",
         }
     }
@@ -143,7 +157,7 @@ impl Variant {
 fn variants(group: &str) -> Vec<Variant> {
     let mut v = VARIANTS.to_vec();
     if PINGPONG_TOO.contains(&group) {
-        v.push(Variant::Forced(Kernel::Sm90Pingpong128x128));
+        v.push(Variant::Forced(Kernel::Sm90Pingpong128x128Trunc));
     }
     if group == REFERENCE {
         v.extend(MMA_SYNC);
@@ -165,11 +179,17 @@ struct Case<'g> {
     w: CudaSlice<f32>,
     b: CudaSlice<f32>,
     out: CudaSlice<f32>,
+    /// Host copies of the inputs, for the accuracy columns.
+    host: (Vec<f32>, Vec<f32>, Vec<f32>),
+    /// W prepared by the default (rounding) handle.
+    prepared: PreparedWeight,
+    /// The truncating handle.
+    truncate: FusedGemm,
     /// The workspace `workspace_len` asks for (repacking operands whose rows are not 16-byte
     /// aligned, stream-K partial tiles): what a user who cares about speed passes to
     /// `run_with_workspace`. Allocated once, outside timing.
     workspace: Option<CudaSlice<f32>>,
-    /// The same for each forced kernel (index: position in `variants`).
+    /// The same for each other variant of ours (index: position in `variants`).
     forced_workspace: Vec<Option<CudaSlice<f32>>>,
     /// What the fused call runs (from a first, untimed call).
     plan: Option<Plan>,
@@ -200,6 +220,8 @@ impl<'g> Case<'g> {
         let w = stream.clone_htod(&hw)?;
         let b = stream.clone_htod(&hb)?;
         let mut out = stream.alloc_zeros::<f32>(m * n)?;
+        let prepared = gemm.prepare_weight(stream, &MatrixRef::from_slice(&w, n, k))?;
+        let truncate = gemm.with_rounding(Tf32Rounding::Truncate);
         let workspace_len = gemm.workspace_len(stream, &MatrixRef::from_slice(&x, m, k), &MatrixRef::from_slice(&w, n, k))?;
         let workspace = if workspace_len > 0 { Some(stream.alloc_zeros::<f32>(workspace_len)?) } else { None };
         if workspace_len > 0 {
@@ -236,10 +258,17 @@ impl<'g> Case<'g> {
         let mut forced_workspace = Vec::new();
         for &v in &variants {
             let mut ws = None;
-            if let Variant::Forced(kernel) = v {
-                let (xr, wr) = (MatrixRef::from_slice(&x, m, k), MatrixRef::from_slice(&w, n, k));
-                let forced = gemm.with_dispatch(Dispatch::Force(kernel));
-                match forced.workspace_len(stream, &xr, &wr) {
+            let handle = match v {
+                Variant::Forced(kernel) => Some(gemm.with_dispatch(Dispatch::Force(kernel))),
+                Variant::FusedPrepared => Some(gemm.clone()),
+                Variant::FusedTruncate => Some(truncate.clone()),
+                _ => None,
+            };
+            if let Some(h) = handle {
+                let xr = MatrixRef::from_slice(&x, m, k);
+                let wr = MatrixRef::from_slice(&w, n, k);
+                let len = if v == Variant::FusedPrepared { h.workspace_len(stream, &xr, &prepared) } else { h.workspace_len(stream, &xr, &wr) };
+                match len {
                     Ok(0) => {}
                     Ok(len) => ws = Some(stream.alloc_zeros::<f32>(len)?),
                     Err(e) => {
@@ -247,11 +276,19 @@ impl<'g> Case<'g> {
                         refused.push(v);
                     }
                 }
-                if let Some(p) = ws.as_mut().and_then(|ws| {
-                    let mut o = MatrixMut::from_slice(&mut out, m, n);
-                    forced.run_with_workspace(stream, &xr, &wr, Some(&b.as_view()), SCALE, &mut o, &mut ws.as_view_mut()).ok().flatten()
-                }) {
-                    println!("[{m}x{n}x{k}] {} runs grid {}, stream-K tiles {} over {} CTAs", v.label(), p.grid, p.stream_k_tiles, p.stream_k_ctas);
+                let mut o = MatrixMut::from_slice(&mut out, m, n);
+                let bias = b.as_view();
+                let plan = match (v, ws.as_mut()) {
+                    (Variant::FusedPrepared, Some(ws)) => h.run_with_workspace(stream, &xr, &prepared, Some(&bias), SCALE, &mut o, &mut ws.as_view_mut()),
+                    (Variant::FusedPrepared, None) => h.run(stream, &xr, &prepared, Some(&bias), SCALE, &mut o),
+                    (_, Some(ws)) => h.run_with_workspace(stream, &xr, &wr, Some(&bias), SCALE, &mut o, &mut ws.as_view_mut()),
+                    (_, None) => h.run(stream, &xr, &wr, Some(&bias), SCALE, &mut o),
+                };
+                if let Ok(Some(p)) = plan {
+                    println!(
+                        "[{m}x{n}x{k}] {} runs {} (grid {}, repack x {} w {}, stream-K tiles {} over {} CTAs, rounding {:?})",
+                        v.label(), p.kernel, p.grid, p.repack_x, p.repack_w, p.stream_k_tiles, p.stream_k_ctas, p.rounding
+                    );
                 }
             }
             forced_workspace.push(ws);
@@ -270,6 +307,9 @@ impl<'g> Case<'g> {
             w,
             b,
             out,
+            host: (hx, hw, hb),
+            prepared,
+            truncate,
             workspace,
             forced_workspace,
             plan,
@@ -303,6 +343,17 @@ impl<'g> Case<'g> {
             }
             .map(|_| ())
             .map_err(Into::into),
+            Variant::FusedPrepared | Variant::FusedTruncate => {
+                let slot = self.variants.iter().position(|u| *u == v).and_then(|i| self.forced_workspace[i].as_mut());
+                let h = if v == Variant::FusedTruncate { &self.truncate } else { self.gemm };
+                let r = match (v, slot) {
+                    (Variant::FusedPrepared, Some(ws)) => h.run_with_workspace(&self.stream, &x, &self.prepared, Some(&b), SCALE, &mut out, &mut ws.as_view_mut()),
+                    (Variant::FusedPrepared, None) => h.run(&self.stream, &x, &self.prepared, Some(&b), SCALE, &mut out),
+                    (_, Some(ws)) => h.run_with_workspace(&self.stream, &x, &w, Some(&b), SCALE, &mut out, &mut ws.as_view_mut()),
+                    (_, None) => h.run(&self.stream, &x, &w, Some(&b), SCALE, &mut out),
+                };
+                r.map(|_| ()).map_err(Into::into)
+            }
             Variant::CublasElementwise => self.blas.linear_scale_residual(&x, &w, Some(&b), SCALE, &mut out),
             Variant::CublasLt => match &self.lt_plan {
                 Some(plan) => self.lt.run(plan, &x, &w, &mut out),
@@ -320,6 +371,29 @@ impl<'g> Case<'g> {
                 .map_err(Into::into)
             }
         }
+    }
+
+    /// Error of one call of `v` against the f64 reference on `SAMPLES` elements drawn from the
+    /// whole output (fixed by the shape's seed): ‖e‖₂/‖ref‖₂ and the mean signed error over the
+    /// mean |ref| (the bias truncation shows). `None` for the GEMM alone (no bias, no epilogue).
+    fn accuracy(&mut self, v: Variant) -> Option<(f64, f64)> {
+        if v == Variant::CublasGemm || !self.available(v) {
+            return None;
+        }
+        self.launch(v).unwrap_or_else(|e| panic!("{}: {e}", v.label()));
+        let out = self.stream.clone_dtoh(&self.out).expect("copy out");
+        let (m, n, k) = (self.m, self.n, self.k);
+        let (hx, hw, hb) = &self.host;
+        let (xm, wm) = (HostMatrix::new(hx, m, k), HostMatrix::new(hw, n, k));
+        let mut rng = Rng::new(0x5eed ^ (m * n * k) as u64);
+        let (mut e2, mut r2, mut esum, mut rsum) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+        for _ in 0..SAMPLES.min(m * n) {
+            let (r, c) = (rng.below(m), rng.below(n));
+            let want = reference::element(xm, wm, Some(hb), SCALE, r, c).value;
+            let e = out[r * n + c] as f64 - want;
+            (e2, r2, esum, rsum) = (e2 + e * e, r2 + want * want, esum + e, rsum + want.abs());
+        }
+        Some(((e2 / r2).sqrt(), esum / rsum))
     }
 
     fn event(&self) -> CudaEvent {
@@ -380,7 +454,7 @@ fn interleaved(case: &mut Case<'_>, rounds: usize, sample_ms: f64) -> (Vec<Optio
     (t.median_ms, t.batch)
 }
 
-fn table(case: &Case<'_>, medians: &[Option<f64>], kernel: &str, rounds: usize, sustained: Option<u64>) -> String {
+fn table(case: &Case<'_>, medians: &[Option<f64>], errors: &[Option<(f64, f64)>], kernel: &str, rounds: usize, sustained: Option<u64>) -> String {
     let flop = case.flop();
     let ours = medians[0];
     let mut s = String::new();
@@ -389,16 +463,18 @@ fn table(case: &Case<'_>, medians: &[Option<f64>], kernel: &str, rounds: usize, 
         None => format!("{rounds} interleaved rounds"),
     };
     let _ = writeln!(s, "\n### {}×{}×{} (M×N×K), s = {SCALE}; fused runs `{kernel}`; {how}\n", case.m, case.n, case.k);
-    let _ = writeln!(s, "| variant | median ms | TFLOP/s | ours / this (time) |");
-    let _ = writeln!(s, "|---|---:|---:|---:|");
+    let _ = writeln!(s, "| variant | median ms | TFLOP/s | ours / this (time) | ‖e‖/‖ref‖ vs f64 | mean e / mean |ref| |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|");
     for (i, v) in case.variants.iter().enumerate() {
+        let err = errors[i].map_or("–".to_string(), |(rel, bias)| format!("{rel:.2e} | {bias:+.1e}"));
+        let err = if errors[i].is_some() { err } else { "– | –".into() };
         match medians[i] {
             Some(ms) => {
                 let ratio = ours.map_or("n/a".to_string(), |o| format!("{:.3}", o / ms));
-                let _ = writeln!(s, "| {} | {:.4} | {:.1} | {} |", v.label(), ms, flop / (ms * 1e-3) / 1e12, ratio);
+                let _ = writeln!(s, "| {} | {:.4} | {:.1} | {} | {err} |", v.label(), ms, flop / (ms * 1e-3) / 1e12, ratio);
             }
             None => {
-                let _ = writeln!(s, "| {} | n/a | n/a | n/a |", v.label());
+                let _ = writeln!(s, "| {} | n/a | n/a | n/a | {err} |", v.label());
             }
         }
     }
@@ -567,13 +643,14 @@ fn main() {
                 let repack = if p.repack_x || p.repack_w { " after repacking unaligned operands" } else { "" };
                 format!("{}{repack}", p.kernel)
             });
+            let errors: Vec<_> = case.variants.clone().into_iter().map(|v| case.accuracy(v)).collect();
             let (medians, _) = interleaved(&mut case, rounds, 0.5);
-            let mut text = table(&case, &medians, &kernel, rounds, None);
+            let mut text = table(&case, &medians, &errors, &kernel, rounds, None);
             // Sustained: samples of SUSTAINED_SAMPLE_MS, for the shapes that take long enough per
             // call for the power state to matter (see `timing::interleaved_samples`).
             if sustained_rounds > 0 && medians[0].is_some_and(|ms| ms >= 0.3) {
                 let (medians, batch) = interleaved(&mut case, sustained_rounds, SUSTAINED_SAMPLE_MS);
-                text.push_str(&table(&case, &medians, &kernel, sustained_rounds, Some(batch)));
+                text.push_str(&table(&case, &medians, &errors, &kernel, sustained_rounds, Some(batch)));
             }
             println!("{text}");
             if !header_written {

@@ -5,7 +5,7 @@ use std::fmt;
 
 use cudarc::driver::DriverError;
 
-use crate::kernels::Kernel;
+use crate::kernels::{Kernel, Tf32Rounding};
 
 /// Which argument of a call an error is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,6 +107,14 @@ pub enum Error {
         /// Why it cannot run.
         reason: &'static str,
     },
+    /// A [`crate::PreparedWeight`] was given to a handle of another rounding than the one that
+    /// prepared it.
+    PreparedForOtherRounding {
+        /// The rounding it was prepared for.
+        prepared: Tf32Rounding,
+        /// The handle's rounding.
+        asked: Tf32Rounding,
+    },
     /// A CUDA driver call failed.
     Driver(DriverError),
 }
@@ -152,6 +160,10 @@ impl fmt::Display for Error {
             Error::KernelUnavailable { kernel, reason } => {
                 write!(f, "kernel {} cannot run here: {reason}", kernel.name())
             }
+            Error::PreparedForOtherRounding { prepared, asked } => write!(
+                f,
+                "w: the weight was prepared for {prepared:?} rounding but this handle rounds {asked:?}; prepare it with a handle of the same rounding"
+            ),
             Error::Driver(e) => write!(f, "CUDA driver error: {e:?}"),
         }
     }
@@ -192,7 +204,8 @@ mod tests {
             (Error::WrongContext { operand: Some(Operand::Bias) }, &["bias", "context"]),
             (Error::WrongContext { operand: None }, &["stream", "context"]),
             (Error::MisalignedWorkspace { address: 0x1004 }, &["workspace", "0x1004", "16-byte"]),
-            (Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128, reason: "needs sm_90" }, &["ge_sm90_pingpong_128x128x32_s6", "needs sm_90"]),
+            (Error::PreparedForOtherRounding { prepared: Tf32Rounding::Nearest, asked: Tf32Rounding::Truncate }, &["w:", "Nearest", "Truncate"]),
+            (Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128Trunc, reason: "needs sm_90" }, &["ge_sm90_pingpong_128x128x32_s6_trunc", "needs sm_90"]),
         ];
         for (error, words) in cases {
             let text = error.to_string();

@@ -47,7 +47,7 @@ pub mod testbed;
 
 pub use device::{cuda_context, DeviceInfo};
 pub use error::{Error, Operand, Result};
-pub use gemm::{Dispatch, FusedGemm, Plan};
+pub use gemm::{Dispatch, FusedGemm, Plan, PreparedWeight, Weight};
 pub use kernels::{Family, Kernel, Tf32Rounding};
 pub use linear::Linear;
 pub use matrix::{MatrixMut, MatrixRef};

@@ -1,17 +1,21 @@
 //! A layer-like type: `nn.Linear(in_features, out_features)` followed by `y*s + y`, fused.
 
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceSlice};
+use cudarc::driver::{CudaSlice, CudaStream, DeviceSlice};
 
 use crate::error::{Error, Operand, Result};
-use crate::gemm::{FusedGemm, Plan};
+use crate::gemm::{FusedGemm, Plan, PreparedWeight};
 use crate::matrix::{MatrixMut, MatrixRef};
 
 /// Holds the weight `W` (out_features × in_features, row-major, as in PyTorch), an optional bias
 /// and the scale `s`; [`Linear::forward`] computes `(v*s) + v` with `v = x·Wᵀ + b` in one kernel.
+/// It also holds W prepared for its handle's rounding ([`FusedGemm::prepare_weight`]: rounded to
+/// TF32 once, in 128-byte rows), which every call reads: N × ⌈K/32⌉·32 more floats of device
+/// memory, and no per-call rounding or repack of W.
 #[derive(Debug)]
 pub struct Linear {
     gemm: FusedGemm,
     weight: CudaSlice<f32>,
+    prepared: PreparedWeight,
     bias: Option<CudaSlice<f32>>,
     in_features: usize,
     out_features: usize,
@@ -49,7 +53,8 @@ impl Linear {
         if bias.as_ref().is_some_and(|b| b.context().cu_ctx() != ctx) {
             return Err(Error::WrongContext { operand: Some(Operand::Bias) });
         }
-        Ok(Self { gemm, weight, bias, in_features, out_features, scale })
+        let prepared = gemm.prepare_weight(weight.stream(), &MatrixRef::from_slice(&weight, out_features, in_features))?;
+        Ok(Self { gemm, weight, prepared, bias, in_features, out_features, scale })
     }
 
     /// Input width K.
@@ -67,6 +72,10 @@ impl Linear {
     /// The weight, out_features × in_features.
     pub fn weight(&self) -> &CudaSlice<f32> {
         &self.weight
+    }
+    /// The weight as the kernels read it.
+    pub fn prepared_weight(&self) -> &PreparedWeight {
+        &self.prepared
     }
     /// The bias, if any.
     pub fn bias(&self) -> Option<&CudaSlice<f32>> {
@@ -92,14 +101,15 @@ impl Linear {
         // anything can read it (stream order); on a launch error the buffer is dropped unread.
         let mut out = unsafe { stream.alloc::<f32>(len.max(1)) }?;
         let mut out_view = MatrixMut::new(out.slice_mut(0..len), rows, self.out_features);
-        let (w, bias) = self.operands();
-        let workspace_len = self.gemm.workspace_len(&stream, &x, &w)?;
+        let bias = self.bias.as_ref().map(|b| b.as_view());
+        let w = &self.prepared;
+        let workspace_len = self.gemm.workspace_len(&stream, &x, w)?;
         if workspace_len > 0 {
             // SAFETY: scratch written by the repack kernels before the GEMM reads it.
             let mut workspace = unsafe { stream.alloc::<f32>(workspace_len) }?;
-            self.gemm.run_with_workspace(&stream, &x, &w, bias.as_ref(), self.scale, &mut out_view, &mut workspace.as_view_mut())?;
+            self.gemm.run_with_workspace(&stream, &x, w, bias.as_ref(), self.scale, &mut out_view, &mut workspace.as_view_mut())?;
         } else {
-            self.gemm.run(&stream, &x, &w, bias.as_ref(), self.scale, &mut out_view)?;
+            self.gemm.run(&stream, &x, w, bias.as_ref(), self.scale, &mut out_view)?;
         }
         Ok(out)
     }
@@ -107,14 +117,8 @@ impl Linear {
     /// Like [`Linear::forward`] into a caller-provided (possibly strided) output, on `stream`,
     /// without allocating. Returns the plan that ran (`None` when there was nothing to do).
     pub fn forward_into(&self, stream: &CudaStream, x: &MatrixRef<'_>, out: &mut MatrixMut<'_>) -> Result<Option<Plan>> {
-        let (w, bias) = self.operands();
-        self.gemm.run(stream, x, &w, bias.as_ref(), self.scale, out)
-    }
-
-    /// W as an out_features × in_features matrix, and the bias.
-    fn operands(&self) -> (MatrixRef<'_>, Option<CudaView<'_, f32>>) {
-        let w = MatrixRef::from_slice(&self.weight, self.out_features, self.in_features);
-        (w, self.bias.as_ref().map(|b| b.as_view()))
+        let bias = self.bias.as_ref().map(|b| b.as_view());
+        self.gemm.run(stream, x, &self.prepared, bias.as_ref(), self.scale, out)
     }
 
     /// What `forward` can check before it allocates: x's length and context.

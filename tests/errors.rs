@@ -1,11 +1,13 @@
 //! Error paths: every validation error is returned before anything is launched (the output buffer
-//! keeps its poison), with the exact variant and a message naming the operand. Plus
-//! `cuda_context` on a machine without a driver, which runs everywhere.
+//! keeps its poison), with the exact variant and a message naming the operand — for W views and
+//! for prepared weights (another shape, another rounding). Plus `cuda_context` on a machine
+//! without a driver, which runs everywhere.
 
 mod common;
 
 use common::Gpu;
-use gemm_epilogue::{cuda_context, Dispatch, Error, Family, Kernel, MatrixMut, MatrixRef, Operand};
+use gemm_epilogue::cudarc::driver::CudaSlice;
+use gemm_epilogue::{cuda_context, Dispatch, Error, Family, FusedGemm, Kernel, MatrixMut, MatrixRef, Operand, PreparedWeight, Tf32Rounding};
 
 /// A view into a buffer: starts at `off`, `rows × cols` at stride `ld`; the buffer holds `len`
 /// elements after `off` (plus a tail), and the view covers exactly those `len`.
@@ -323,4 +325,163 @@ fn validation_comes_before_kernel_selection() {
     c.bias = Some((0, 63));
     let e = expect_err(&g, c);
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e:?}");
+}
+
+// ---- prepared weights ---------------------------------------------------------------------------
+
+/// Runs `x` (M × K, dense, 0.5) against the prepared weight `w` into a poisoned `out_rows ×
+/// out_cols` output through `plan`, `run` and `run_with_workspace` (with a poisoned workspace),
+/// asserts they all fail alike, that `workspace_len` fails alike too when `sized_by_workspace_len`
+/// (it sees X and W but not the output, so it accepts what only the output gets wrong), and that
+/// neither the output nor the workspace was written. Returns the error.
+fn expect_prepared_err(g: &Gpu, gemm: &FusedGemm, x: (usize, usize), w: &PreparedWeight, out: (usize, usize), sized_by_workspace_len: bool) -> Error {
+    let (m, k) = x;
+    let xb = g.stream.clone_htod(&vec![0.5f32; m * k + common::TAIL]).unwrap();
+    let bb = g.stream.clone_htod(&vec![0.25f32; w.rows()]).unwrap();
+    let olen = out.0 * out.1;
+    let mut ob = g.stream.clone_htod(&common::poisoned(olen + common::TAIL)).unwrap();
+    let mut wsb = g.stream.clone_htod(&common::poisoned(1 << 20)).unwrap();
+    let xv = MatrixRef::new(xb.slice(0..m * k), m, k);
+    let b = bb.as_view();
+    let (planned, ran, ran_ws, sized) = {
+        let mut o = MatrixMut::new(ob.slice_mut(0..olen), out.0, out.1);
+        let planned = gemm.plan(&g.stream, &xv, w, Some(&b), &o);
+        let ran = gemm.run(&g.stream, &xv, w, Some(&b), 0.5, &mut o);
+        let ran_ws = gemm.run_with_workspace(&g.stream, &xv, w, Some(&b), 0.5, &mut o, &mut wsb.as_view_mut());
+        (planned, ran, ran_ws, gemm.workspace_len(&g.stream, &xv, w))
+    };
+    let err = match ran {
+        Err(e) => e,
+        Ok(p) => panic!("{x:?} with a prepared {}x{} ({:?}) into {out:?} should fail, ran {p:?}", w.rows(), w.cols(), w.rounding()),
+    };
+    let same = |what: &str, r: Result<String, String>| match r {
+        Err(e) => assert_eq!(e, format!("{err:?}"), "{what} and run disagree"),
+        Ok(p) => panic!("{what} accepted ({p}) what run refused with {err:?}"),
+    };
+    same("plan", planned.map(|p| format!("{p:?}")).map_err(|e| format!("{e:?}")));
+    same("run_with_workspace", ran_ws.map(|p| format!("{p:?}")).map_err(|e| format!("{e:?}")));
+    if sized_by_workspace_len {
+        same("workspace_len", sized.map(|l| l.to_string()).map_err(|e| format!("{e:?}")));
+    } else {
+        assert!(sized.is_ok(), "workspace_len does not see the output: {sized:?}");
+    }
+    g.stream.synchronize().unwrap();
+    common::assert_all_poisoned(&g.stream.clone_dtoh(&ob).unwrap(), &format!("out after {err:?}"));
+    common::assert_all_poisoned(&g.stream.clone_dtoh(&wsb).unwrap(), &format!("workspace after {err:?}"));
+    println!("x {x:?}, prepared {}x{} ({:?}), out {out:?}, {:?}\n  -> {err}", w.rows(), w.cols(), w.rounding(), gemm.dispatch());
+    err
+}
+
+/// A W to prepare: N × K of 0.25.
+fn w_buffer(g: &Gpu, n: usize, k: usize) -> CudaSlice<f32> {
+    g.stream.clone_htod(&vec![0.25f32; n * k]).unwrap()
+}
+
+/// Dispatches every prepared-weight refusal must hold for: Auto, a kernel that reads W rounded
+/// (refused anyway off sm_90: validation comes first) and an mma.sync kernel.
+fn prepared_dispatches() -> [Dispatch; 3] {
+    [Dispatch::Auto, Dispatch::Force(Kernel::Sm90Pingpong128x128), Dispatch::Force(Kernel::Sm80Mma64x64Vec4)]
+}
+
+/// A prepared N × K weight is validated like a W view: X of another K, or an output of another
+/// N, is a `ShapeMismatch` (X's K in `workspace_len` too), and nothing is written.
+#[test]
+fn prepared_weight_of_another_shape() {
+    let Some(g) = common::gpu() else { return };
+    let (m, n, k) = (40, 24, 16);
+    let wb = w_buffer(&g, n, k);
+    let prepared = g.gemm.prepare_weight(&g.stream, &MatrixRef::from_slice(&wb, n, k)).expect("prepare_weight");
+    assert_eq!((prepared.rows(), prepared.cols(), prepared.ld(), prepared.rounding()), (n, k, 32, g.gemm.rounding()));
+    for d in prepared_dispatches() {
+        let gemm = g.gemm.with_dispatch(d);
+        let e = expect_prepared_err(&g, &gemm, (m, k + 4), &prepared, (m, n), true);
+        assert!(matches!(e, Error::ShapeMismatch { expected: 20, found: 16, .. }), "{e:?}");
+        assert!(e.to_string().contains("w.cols"), "{e}");
+        let e = expect_prepared_err(&g, &gemm, (m, k), &prepared, (m, n - 1), false);
+        assert!(matches!(e, Error::ShapeMismatch { expected: 24, found: 23, .. }), "{e:?}");
+        assert!(e.to_string().contains("out.cols"), "{e}");
+    }
+}
+
+/// A prepared weight serves only handles of the rounding that prepared it (rounded to TF32 for
+/// `Nearest`, W's bits for `Truncate`): any other is refused with `PreparedForOtherRounding`
+/// naming both roundings, by `plan`, `workspace_len` and both runs, and nothing is written. The
+/// same weight on a handle of its own rounding is accepted.
+#[test]
+fn prepared_weight_of_another_rounding() {
+    let Some(g) = common::gpu() else { return };
+    let (m, n, k) = (40, 24, 16);
+    let wb = w_buffer(&g, n, k);
+    for (prepared_for, asked) in [(Tf32Rounding::Truncate, Tf32Rounding::Nearest), (Tf32Rounding::Nearest, Tf32Rounding::Truncate)] {
+        let preparer = g.gemm.with_rounding(prepared_for);
+        let prepared = preparer.prepare_weight(&g.stream, &MatrixRef::from_slice(&wb, n, k)).expect("prepare_weight");
+        assert_eq!(prepared.rounding(), prepared_for);
+        for d in prepared_dispatches() {
+            let gemm = g.gemm.with_rounding(asked).with_dispatch(d);
+            let e = expect_prepared_err(&g, &gemm, (m, k), &prepared, (m, n), true);
+            assert!(matches!(e, Error::PreparedForOtherRounding { prepared: p, asked: a } if p == prepared_for && a == asked), "{e:?}");
+            let text = e.to_string();
+            assert!(text.starts_with("w:") && text.contains(&format!("{prepared_for:?}")) && text.contains(&format!("{asked:?}")), "{text}");
+        }
+        // Its own rounding accepts it (Auto; a forced kernel may still refuse, for its own reasons).
+        let xb = g.stream.clone_htod(&vec![0.5f32; m * k]).unwrap();
+        let mut ob = g.stream.alloc_zeros::<f32>(m * n).unwrap();
+        let o = MatrixMut::from_slice(&mut ob, m, n);
+        let plan = preparer.plan(&g.stream, &MatrixRef::from_slice(&xb, m, k), &prepared, None, &o).expect("plan");
+        assert!(plan.is_some(), "{plan:?}");
+    }
+}
+
+// Wrong context: the tests have no second CUDA context to take a buffer or a stream from
+// (`cuda_context` retains the device's primary context, so a second call returns the same
+// one), so `prepare_weight` and the calls are not tested with a W of another context here.
+
+/// `prepare_weight` validates the W view it copies: a leading dimension below K, or a buffer too
+/// short for N rows, is refused before anything is allocated or launched.
+#[test]
+fn prepare_weight_validates_w() {
+    let Some(g) = common::gpu() else { return };
+    let (n, k) = (24, 16);
+    let wb = w_buffer(&g, n, k);
+    let e = g.gemm.prepare_weight(&g.stream, &MatrixRef::with_ld(wb.slice(0..n * k), n, k, k - 1)).unwrap_err();
+    assert!(matches!(e, Error::LeadingDimension { operand: Operand::W, ld: 15, cols: 16 }), "{e:?}");
+    let e = g.gemm.prepare_weight(&g.stream, &MatrixRef::new(wb.slice(0..n * k - 1), n, k)).unwrap_err();
+    assert!(matches!(e, Error::BufferTooSmall { operand: Operand::W, needed, len } if needed == n * k && len == n * k - 1), "{e:?}");
+}
+
+/// A kernel that rounds X in registers and reads W as given ([`Kernel::needs_rounded_w`]) runs
+/// only on W rounded: forced on a raw W without a workspace it is refused with
+/// `KernelUnavailable` pointing to the prepared weight (and writes nothing); on a prepared W it
+/// plans without a workspace and without a repack; on a raw W with a workspace it rounds W into
+/// it (`workspace_len` counts N rows of K rounded up to 32).
+#[test]
+fn forced_rounding_kernels_need_a_prepared_or_repacked_w() {
+    let Some(g) = common::gpu() else { return };
+    let (m, n, k) = (130, 70, 64);
+    let readers: Vec<Kernel> = Kernel::ALL.into_iter().filter(|k| k.needs_rounded_w()).collect();
+    assert_eq!(readers.len(), 6, "{readers:?}");
+    for kernel in readers {
+        assert_eq!((kernel.family(), kernel.rounding()), (Family::TmaWgmma, Tf32Rounding::Nearest), "{kernel:?}");
+        let mut c = Call::new(m, n, k);
+        c.dispatch = Dispatch::Force(kernel);
+        let e = expect_err(&g, c);
+        assert_unavailable(&e, kernel);
+        if !g.is_hopper() {
+            continue;
+        }
+        assert!(e.to_string().contains("prepared weight"), "{e}");
+        let gemm = g.gemm.with_dispatch(Dispatch::Force(kernel));
+        let wb = w_buffer(&g, n, k);
+        let w = MatrixRef::from_slice(&wb, n, k);
+        let prepared = gemm.prepare_weight(&g.stream, &w).expect("prepare_weight");
+        let xb = g.stream.clone_htod(&vec![0.5f32; m * k]).unwrap();
+        let x = MatrixRef::from_slice(&xb, m, k);
+        let mut ob = g.stream.alloc_zeros::<f32>(m * n).unwrap();
+        let o = MatrixMut::from_slice(&mut ob, m, n);
+        let p = gemm.plan(&g.stream, &x, &prepared, None, &o).expect("plan").expect("non-empty");
+        assert_eq!((p.kernel, p.repack_x, p.repack_w, p.rounding, p.workspace_len()), (kernel, false, false, Tf32Rounding::Nearest, 0), "{p:?}");
+        assert_eq!(gemm.workspace_len(&g.stream, &x, &prepared).expect("workspace_len"), 0, "{kernel:?} on a prepared W");
+        let len = gemm.workspace_len(&g.stream, &x, &w).expect("workspace_len");
+        assert!(len >= n * k.next_multiple_of(32), "{kernel:?} on a raw W: {len}");
+    }
 }

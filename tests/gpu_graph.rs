@@ -6,21 +6,22 @@
 
 mod common;
 
-use common::{Case, DeviceInputs, Gpu, Inputs, Rng};
+use common::{Case, CaseWeight, DeviceInputs, Gpu, Inputs, Rng};
 use gemm_epilogue::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use gemm_epilogue::cudarc::driver::CudaSlice;
-use gemm_epilogue::{Kernel, MatrixMut, Plan};
+use gemm_epilogue::{Kernel, MatrixMut, Plan, Tf32Rounding};
 
-/// One call of `case` into `out` (and `workspace`, when the case asks for one), on `g.stream`.
-fn call(g: &Gpu, case: &Case, d: &DeviceInputs, out: &mut CudaSlice<f32>, workspace: &mut CudaSlice<f32>) -> Option<Plan> {
+/// One call of `case` into `out` (and `workspace`, when the case asks for one), on `g.stream`,
+/// with W as the case passes it: `w`, the W view or a weight prepared before the capture.
+fn call(g: &Gpu, case: &Case, d: &DeviceInputs, w: &CaseWeight<'_>, out: &mut CudaSlice<f32>, workspace: &mut CudaSlice<f32>) -> Option<Plan> {
     let len = common::extent(case.m, case.n, case.ldo());
     let mut o = MatrixMut::with_ld(out.slice_mut(case.off_o..case.off_o + len), case.m, case.n, case.ldo());
-    let (x, w, b) = (d.x_view(case), d.w_view(case), d.b_view(case));
-    let gemm = g.gemm.with_dispatch(case.dispatch);
+    let (x, b) = (d.x_view(case), d.b_view(case));
+    let gemm = case.gemm(&g.gemm);
     if case.workspace {
-        gemm.run_with_workspace(&g.stream, &x, &w, b.as_ref(), case.scale, &mut o, &mut workspace.as_view_mut())
+        w.run_with_workspace(&gemm, &g.stream, &x, b.as_ref(), case.scale, &mut o, &mut workspace.as_view_mut())
     } else {
-        gemm.run(&g.stream, &x, &w, b.as_ref(), case.scale, &mut o)
+        w.run(&gemm, &g.stream, &x, b.as_ref(), case.scale, &mut o)
     }
     .unwrap_or_else(|e| panic!("run failed for {case:?}: {e}"))
 }
@@ -38,30 +39,36 @@ fn run_can_be_captured_into_a_cuda_graph_and_replayed() {
     unsafe { g.ctx.disable_event_tracking() };
     let mut rng: Rng = common::rng("run_can_be_captured_into_a_cuda_graph_and_replayed");
     let mut cases = vec![
-        Case::new(300, 200, 128).scale(0.5),                     // TMA + wgmma on sm_90
+        Case::new(300, 200, 128).scale(0.5),                     // the default (Nearest), a raw W: mma.sync
+        Case::new(300, 200, 128).scale(0.5).prepared_w(true),    // a prepared W: TMA + wgmma on sm_90
+        Case::new(300, 200, 128).scale(0.5).rounding(Tf32Rounding::Truncate), // TMA + wgmma on sm_90
         Case::new(257, 130, 131).workspace(true).scale(3.0),     // repack kernels + GEMM
         Case::new(65, 70, 33).pad(3, 1, 2).bias(false).scale(-0.25), // 4-byte loads, strided
     ];
     if g.is_hopper() {
         // cuLaunchKernelEx with a cluster attribute, captured like any launch.
-        cases.push(Case::new(300, 200, 128).scale(0.5).force(Kernel::Sm90Pingpong128x128Cluster2));
-        cases.push(Case::new(300, 300, 96).scale(3.0).force(Kernel::Sm90Cooperative128x256Cluster2));
+        cases.push(Case::new(300, 200, 128).scale(0.5).force(Kernel::Sm90Pingpong128x128Cluster2Trunc));
+        cases.push(Case::new(300, 300, 96).scale(3.0).force(Kernel::Sm90Cooperative128x256Cluster2Trunc));
+        // The kernels that round X in registers: on a prepared W, and on W rounded into the
+        // workspace by a repack captured with them.
+        cases.push(Case::new(300, 200, 128).scale(0.5).force(Kernel::Sm90Pingpong128x128Cluster2).prepared_w(true));
+        cases.push(Case::new(300, 300, 96).scale(3.0).force(Kernel::Sm90Cooperative128x256Cluster2).workspace(true));
+        cases.push(Case::new(1, 4096, 1024).scale(-2.0).force(Kernel::Sm90Pingpong64x64).prepared_w(true).workspace(true)); // split-K
     }
     for case in cases {
         let inputs = Inputs::generate(&case, &mut rng);
         let mut d = DeviceInputs::upload(&g, &inputs);
-        let ws_len = {
-            let (x, w) = (d.x_view(&case), d.w_view(&case));
-            g.gemm.with_dispatch(case.dispatch).workspace_len(&g.stream, &x, &w).expect("workspace_len")
-        };
+        // Prepared before the capture: `prepare_weight` allocates.
+        let w = CaseWeight::new(&case.gemm(&g.gemm), &g.stream, &case, common::w_view_of(&d.w, &case));
+        let ws_len = w.workspace_len(&case.gemm(&g.gemm), &g.stream, &d.x_view(&case)).expect("workspace_len");
         let mut workspace = g.stream.alloc_zeros::<f32>(ws_len.max(1)).expect("workspace");
         let mut direct = g.stream.clone_htod(&common::poisoned(common::out_len(&case))).expect("out");
         let mut replayed = g.stream.clone_htod(&common::poisoned(common::out_len(&case))).expect("out");
 
-        let plan = call(&g, &case, &d, &mut direct, &mut workspace);
+        let plan = call(&g, &case, &d, &w, &mut direct, &mut workspace);
 
         g.stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).expect("begin capture");
-        let captured_plan = call(&g, &case, &d, &mut replayed, &mut workspace);
+        let captured_plan = call(&g, &case, &d, &w, &mut replayed, &mut workspace);
         let graph = g
             .stream
             .end_capture(CUgraphInstantiate_flags(0))
@@ -79,7 +86,7 @@ fn run_can_be_captured_into_a_cuda_graph_and_replayed() {
         // New X in the same buffer: the replay reads it through the captured pointers.
         let fresh = Inputs::generate(&case, &mut rng);
         g.stream.memcpy_htod(&fresh.x, &mut d.x).expect("update x");
-        call(&g, &case, &d, &mut direct, &mut workspace);
+        call(&g, &case, &d, &w, &mut direct, &mut workspace);
         graph.launch().expect("replay");
         let want = g.stream.clone_dtoh(&direct).expect("download");
         let got = g.stream.clone_dtoh(&replayed).expect("download");

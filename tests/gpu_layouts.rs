@@ -7,28 +7,50 @@ mod common;
 
 use common::{Case, DeviceInputs, Gpu, Inputs, Rng, XDist};
 use gemm_epilogue::testbed::reference::{self, RefElement};
-use gemm_epilogue::{Dispatch, Error, Family, Kernel, Linear, MatrixMut, MatrixRef};
+use gemm_epilogue::{Dispatch, Error, Family, Kernel, Linear, MatrixMut, MatrixRef, Tf32Rounding};
 
-/// Auto plus every kernel forced that can run `case` here (the crate's answer, which must be the
-/// specified one: `common::accepts`).
-fn dispatches(g: &Gpu, case: &Case) -> Vec<Dispatch> {
-    let mut v = vec![Dispatch::Auto];
-    v.extend(Kernel::ALL.into_iter().filter(|&k| common::accepts(g, case, k)).map(Dispatch::Force));
+/// The calls of `case` to check: Auto on the W view and on a prepared W, and every kernel forced
+/// that can run it here (the crate's answer, which must be the specified one: `common::accepts`)
+/// — a kernel that reads W rounded ([`Kernel::needs_rounded_w`]) on a prepared W when it cannot
+/// run the W view.
+fn variants(g: &Gpu, case: &Case) -> Vec<Case> {
+    let mut v = vec![case.dispatch(Dispatch::Auto), case.dispatch(Dispatch::Auto).prepared_w(true)];
+    for k in Kernel::ALL {
+        if common::accepts(g, case, k) {
+            v.push(case.force(k));
+        } else if k.needs_rounded_w() && common::accepts(g, &case.prepared_w(true), k) {
+            v.push(case.force(k).prepared_w(true));
+        }
+    }
     v
 }
 
-/// Kernels that must refuse `case` here (those reading 16-byte rows, on unaligned operands without
-/// a workspace; TMA kernels on K = 0; kernels this device cannot run).
-fn refusing(g: &Gpu, case: &Case) -> Vec<Kernel> {
-    Kernel::ALL.into_iter().filter(|&k| !common::accepts(g, case, k)).collect()
+/// The forced calls that must be refused here: kernels reading 16-byte rows on unaligned
+/// operands without a workspace, TMA kernels on K = 0, kernels that read W rounded on a raw W
+/// without a workspace (and on a prepared W when that does not help either), kernels this
+/// device cannot run.
+fn refusing(g: &Gpu, case: &Case) -> Vec<(Case, Kernel)> {
+    let mut v = Vec::new();
+    for k in Kernel::ALL {
+        if !common::accepts(g, case, k) {
+            v.push((case.force(k), k));
+            let prepared = case.prepared_w(true);
+            if k.needs_rounded_w() && !common::accepts(g, &prepared, k) {
+                v.push((prepared.force(k), k));
+            }
+        }
+    }
+    v
 }
 
-fn check_all(g: &Gpu, case: Case, rng: &mut Rng) -> Vec<Option<gemm_epilogue::Plan>> {
-    let plans: Vec<_> = dispatches(g, &case).into_iter().map(|d| common::check(g, &case.dispatch(d), rng)).collect();
-    for k in refusing(g, &case) {
-        common::expect_refused(g, &case.force(k), k, rng);
+/// Checks every call of [`variants`] and expects every one of [`refusing`] refused.
+fn check_all(g: &Gpu, case: Case, rng: &mut Rng) {
+    for c in variants(g, &case) {
+        common::check(g, &c, rng);
     }
-    plans
+    for (c, k) in refusing(g, &case) {
+        common::expect_refused(g, &c, k, rng);
+    }
 }
 
 
@@ -52,11 +74,14 @@ fn strided_views() {
         Case::new(31, 100, 100).pad(0, 2, 2).bias(false),
     ];
     for case in cases {
-        for plan in check_all(&g, case, &mut rng) {
-            let plan = plan.expect("non-empty");
-            if !case.rows_aligned() {
-                assert!(!plan.kernel.needs_aligned_rows(), "{case:?} ran {plan:?}");
+        for c in variants(&g, &case) {
+            let plan = common::check(&g, &c, &mut rng).expect("non-empty");
+            if !c.rows_aligned() {
+                assert!(!plan.kernel.needs_aligned_rows(), "{c:?} ran {plan:?}");
             }
+        }
+        for (c, k) in refusing(&g, &case) {
+            common::expect_refused(&g, &c, k, &mut rng);
         }
     }
 }
@@ -98,7 +123,9 @@ fn offset_views_route_to_scalar_kernels() {
 /// The sm_90 epilogue's two store paths. An output whose rows are whole 16-byte units at 16-byte
 /// aligned addresses (base, ldo and N multiples of 4 floats) is staged in shared memory and
 /// TMA-stored in 32-column boxes that the hardware clips at M and N (tails in both here, and
-/// padding columns that must keep their poison); any other output is stored from registers. Each TMA kernel, both paths, checked like every case.
+/// padding columns that must keep their poison); any other output is stored from registers.
+/// Each TMA kernel, both paths, checked like every case (the kernels that read W rounded on a
+/// prepared W, or on W rounded into a workspace).
 #[test]
 fn sm90_epilogue_store_paths() {
     let Some(g) = common::hopper_gpu("the TMA store epilogue") else { return };
@@ -114,9 +141,13 @@ fn sm90_epilogue_store_paths() {
         (Case::new(200, 130, 96).pad(12, 4, 6).scale(-1.0), false), // ldo = 136 but N = 130
         (Case::new(64, 1, 32).pad(0, 0, 3), false),              // N = 1, ldo = 4
     ];
-    for (case, tma) in cases {
+    for (i, (case, tma)) in cases.into_iter().enumerate() {
         for kernel in Kernel::ALL.into_iter().filter(|k| k.family() == Family::TmaWgmma) {
-            let plan = common::check(&g, &case.force(kernel), &mut rng).expect("ran");
+            let mut case = case.force(kernel);
+            if kernel.needs_rounded_w() {
+                case = if i % 2 == 0 { case.prepared_w(true) } else { case.workspace(true) };
+            }
+            let plan = common::check(&g, &case, &mut rng).expect("ran");
             assert_eq!(plan.tma_store, tma, "{case:?}: {plan:?}");
         }
     }
@@ -138,7 +169,9 @@ fn k_not_multiple_of_4_uses_scalar_kernels() {
 
 /// With a workspace, operands whose rows are not 16-byte aligned are repacked (TF32-rounded) and
 /// the fast kernels run; the result is checked like any other (f64 reference, cuBLAS), the
-/// workspace starts poisoned, and kernels that need no repack must not do one.
+/// workspace starts poisoned, and kernels that need no repack must not do one. A raw W is also
+/// repacked (rounded) for the kernels that read W rounded; a prepared W only when K % 4 != 0
+/// (its rows are aligned otherwise, whatever the layout of the W view it was made from).
 #[test]
 fn workspace_repacks_unaligned_operands_for_the_fast_kernels() {
     let Some(g) = common::gpu() else { return };
@@ -150,18 +183,24 @@ fn workspace_repacks_unaligned_operands_for_the_fast_kernels() {
         (Case::new(600, 512, 512).pad(0, 2, 0), false, true),      // ldw = 514, not a multiple of 4
     ];
     for (case, rx, rw) in cases {
-        let case = case.workspace(true);
-        let plan = common::check(&g, &case, &mut rng).expect("ran");
-        assert_eq!((plan.repack_x, plan.repack_w), (rx, rw), "{plan:?} for {case:?}");
-        assert!(plan.kernel.needs_aligned_rows(), "{plan:?} for {case:?}");
-        for kernel in Kernel::ALL {
-            // With a workspace, refused only by kernels this device cannot run.
-            if !common::accepts(&g, &case, kernel) {
-                continue;
+        for prepared in [false, true] {
+            let case = case.workspace(true).prepared_w(prepared);
+            // What W's rows need: the raw view's alignment, or a prepared W's (K % 4 == 0).
+            let rw = if prepared { case.k % 4 != 0 } else { rw };
+            let rounds_w = |k: Kernel| k.needs_rounded_w() && !prepared;
+            let plan = common::check(&g, &case, &mut rng).expect("ran");
+            assert_eq!((plan.repack_x, plan.repack_w), (rx, rw || rounds_w(plan.kernel)), "{plan:?} for {case:?}");
+            assert!(plan.kernel.needs_aligned_rows(), "{plan:?} for {case:?}");
+            for kernel in Kernel::ALL {
+                // With a workspace, refused only by kernels this device cannot run.
+                if !common::accepts(&g, &case, kernel) {
+                    assert_eq!(g.gemm.wave(kernel), 0, "{kernel:?} refused {case:?}");
+                    continue;
+                }
+                let p = common::check(&g, &case.force(kernel), &mut rng).expect("ran");
+                let repacks = kernel.needs_aligned_rows();
+                assert_eq!((p.repack_x, p.repack_w), (rx && repacks, (rw && repacks) || rounds_w(kernel)), "{p:?} for {case:?}");
             }
-            let p = common::check(&g, &case.force(kernel), &mut rng).expect("ran");
-            let repacks = kernel.needs_aligned_rows();
-            assert_eq!((p.repack_x, p.repack_w), (rx && repacks, rw && repacks), "{p:?} for {case:?}");
         }
     }
     // Small problems repack only when a kernel that needs it is forced.
@@ -188,8 +227,7 @@ fn k_zero_gives_the_epilogue_of_the_bias() {
             let base = Case::new(70, 130, 0).bias(bias).scale(scale).pad(0, 0, 2);
             let inputs = Inputs::generate(&base, &mut rng);
             let b = inputs.b_host(&base).map(<[f32]>::to_vec);
-            for d in dispatches(&g, &base) {
-                let case = base.dispatch(d);
+            for case in variants(&g, &base) {
                 let o = common::execute(&g, &case, &inputs, false);
                 let plan = o.plan.expect("M, N > 0");
                 for r in 0..case.m {
@@ -207,9 +245,9 @@ fn k_zero_gives_the_epilogue_of_the_bias() {
             }
             // TMA cannot describe K = 0: the TMA kernels refuse it; every other kernel this
             // device can run ran above.
-            for kernel in refusing(&g, &base) {
+            for (case, kernel) in refusing(&g, &base) {
                 assert!(kernel.family() == Family::TmaWgmma || g.gemm.wave(kernel) == 0, "{kernel:?} refused K = 0");
-                common::expect_refused(&g, &base.force(kernel), kernel, &mut rng);
+                common::expect_refused(&g, &case, kernel, &mut rng);
             }
         }
     }
@@ -310,8 +348,7 @@ fn nan_and_inf_propagate() {
             println!("bias {bias} scale {scale}: {count} expected {c:?}");
         }
         assert!(want.iter().any(|e| e.value.is_nan()) && want.iter().any(|e| e.value.is_finite()));
-        for d in dispatches(&g, &base) {
-            let case = base.dispatch(d);
+        for case in variants(&g, &base) {
             let o = common::execute(&g, &case, &inputs, false);
             let plan = o.plan.expect("ran");
             let coeff = common::coeff(common::unit_roundoff(&plan), k);
@@ -414,8 +451,7 @@ fn epilogue_matches_unfused_bitwise() {
                 );
             }
         };
-        for d in dispatches(&g, &base) {
-            let case = base.dispatch(d);
+        for case in variants(&g, &base) {
             let o = common::execute(&g, &case, &inputs, true);
             let plan = o.plan.expect("ran");
             check(&o.fused, &format!("fused {plan:?}"));
@@ -426,56 +462,89 @@ fn epilogue_matches_unfused_bitwise() {
 
 // ---- Linear ---------------------------------------------------------------------------------------------
 
-/// `Linear::forward` is the low-level call (Auto) on the same buffers: bit-identical output.
+/// `Linear` holds W prepared by its handle ([`Linear::prepared_weight`]) and every call reads it:
+/// `forward` is `FusedGemm::run_with_workspace` on that prepared weight with the workspace
+/// `workspace_len` asks for (`run` when it asks none), and `forward_into` is `FusedGemm::run` on
+/// it — bit for bit, and for the default handle (`Nearest`) and one that truncates. The numbers
+/// are checked like every case (f64 reference, cuBLAS), through the harness's own prepared W.
 #[test]
 fn linear_forward_matches_run() {
     let Some(g) = common::gpu() else { return };
     let mut rng = common::rng("linear_forward_matches_run");
-    for (m, n, k, bias, scale) in [(300, 200, 128, true, 0.5f32), (77, 65, 33, false, 3.0), (1, 4096, 4096, true, -1.0)]
-    {
-        let case = Case::new(m, n, k).bias(bias).scale(scale);
+    let shapes = [
+        (300, 200, 128, true, 0.5f32, None),
+        (77, 65, 33, false, 3.0, None),
+        (1, 4096, 4096, true, -1.0, None),
+        (300, 200, 128, true, 0.5, Some(Tf32Rounding::Truncate)),
+        (1, 4096, 4096, true, 3.0, Some(Tf32Rounding::Truncate)),
+    ];
+    for (m, n, k, bias, scale, rounding) in shapes {
+        let mut case = Case::new(m, n, k).bias(bias).scale(scale).prepared_w(true);
+        if let Some(r) = rounding {
+            case = case.rounding(r);
+        }
+        let gemm = case.gemm(&g.gemm);
         let inputs = Inputs::generate(&case, &mut rng);
-        let outcome = common::execute(&g, &case, &inputs, true);
-        common::verify(&case, &inputs, &outcome, &mut rng);
-
-        // The same dense data through Linear (offsets and padding are 0 in `case`).
+        // The dense data (offsets and padding are 0 in `case`) through Linear.
         let w = g.stream.clone_htod(&inputs.w[..n * k]).unwrap();
         let b = inputs.b_host(&case).map(|b| g.stream.clone_htod(b).unwrap());
-        let layer = Linear::new(g.gemm.clone(), w, b, k, n, scale).expect("Linear::new");
+        let layer = Linear::new(gemm.clone(), w, b, k, n, scale).expect("Linear::new");
         assert_eq!((layer.in_features(), layer.out_features(), layer.scale()), (k, n, scale));
+        let pw = layer.prepared_weight();
+        assert_eq!((pw.rows(), pw.cols(), pw.ld(), pw.rounding()), (n, k, k.next_multiple_of(32), gemm.rounding()), "{case:?}");
         let x = g.stream.clone_htod(&inputs.x[..m * k]).unwrap();
-        let y = layer.forward(&x, m).expect("forward");
-        assert_eq!(y.len(), m * n);
-        let y = g.stream.clone_dtoh(&y).unwrap();
-        let same = y.iter().zip(&outcome.fused).all(|(a, b)| a.to_bits() == b.to_bits());
-        assert!(same, "Linear::forward differs from FusedGemm::run for {case:?}");
+        let xv = MatrixRef::from_slice(&x, m, k);
+        let bias_view = layer.bias().map(|b| b.as_view());
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
 
-        // forward_into a strided, poisoned output.
+        // forward ≡ run(_with_workspace) on the layer's prepared weight, as workspace_len says.
+        let y = g.stream.clone_dtoh(&layer.forward(&x, m).expect("forward")).unwrap();
+        assert_eq!(y.len(), m * n);
+        let direct = {
+            let mut out = g.stream.clone_htod(&common::poisoned(m * n)).unwrap();
+            let plan = {
+                let mut o = MatrixMut::new(out.slice_mut(0..m * n), m, n);
+                let len = gemm.workspace_len(&g.stream, &xv, pw).expect("workspace_len");
+                if len > 0 {
+                    let mut ws = g.stream.clone_htod(&common::poisoned(len)).unwrap();
+                    gemm.run_with_workspace(&g.stream, &xv, pw, bias_view.as_ref(), scale, &mut o, &mut ws.as_view_mut())
+                } else {
+                    gemm.run(&g.stream, &xv, pw, bias_view.as_ref(), scale, &mut o)
+                }
+                .expect("run on the prepared weight")
+            };
+            println!("{case:?}: forward runs {plan:?}");
+            g.stream.clone_dtoh(&out).unwrap()
+        };
+        assert!(bits(&y) == bits(&direct), "Linear::forward differs from run on its prepared weight for {case:?}");
+        // The same call through the harness (W prepared by an equal handle), with its checks.
+        let outcome = common::execute(&g, &case.workspace(true), &inputs, true);
+        common::verify(&case, &inputs, &outcome, &mut rng);
+        assert!(bits(&y) == bits(&outcome.fused), "Linear::forward differs from the harness's run_with_workspace for {case:?}");
+
+        // forward_into a strided, poisoned output ≡ run on the prepared weight, no workspace.
         let ldo = n + 3;
         let mut out = g.stream.clone_htod(&common::poisoned(m * ldo + common::TAIL)).unwrap();
         let plan = {
-            let xv = MatrixRef::from_slice(&x, m, k);
             let mut o = MatrixMut::with_ld(out.slice_mut(0..common::extent(m, n, ldo)), m, n, ldo);
             layer.forward_into(&g.stream, &xv, &mut o).expect("forward_into")
         };
-        assert_eq!(plan.map(|p| p.kernel), outcome.plan.map(|p| p.kernel));
         let host = g.stream.clone_dtoh(&out).unwrap();
         let dense = common::take_view_checked(&host, 0, m, n, ldo, "forward_into");
-        assert!(
-            dense.iter().zip(&outcome.fused).all(|(a, b)| a.to_bits() == b.to_bits()),
-            "forward_into differs from run"
-        );
+        let run = common::execute(&g, &case.pad(0, 0, ldo - n), &inputs, false);
+        assert_eq!(plan, run.plan, "{case:?}");
+        assert!(bits(&dense) == bits(&run.fused), "forward_into differs from run on a prepared weight for {case:?} ({plan:?})");
     }
 }
 
-/// `Linear::new` checks the weight and bias lengths; `forward` checks x's length.
-/// K % 4 != 0 on a large layer: `forward` allocates the workspace itself and must produce what
-/// `run_with_workspace` produces (the repacked, fast path), bit for bit.
+/// K % 4 != 0 on a large layer: the prepared W's rows are not 16-byte aligned either, so
+/// `forward` allocates the workspace itself, repacks X and the prepared W into it (the fast
+/// path), and must produce what `run_with_workspace` on the prepared weight produces, bit for bit.
 #[test]
 fn linear_forward_repacks_when_k_is_not_a_multiple_of_4() {
     let Some(g) = common::gpu() else { return };
     let mut rng = common::rng("linear_forward_repacks_when_k_is_not_a_multiple_of_4");
-    let case = Case::new(512, 640, 1023).workspace(true);
+    let case = Case::new(512, 640, 1023).workspace(true).prepared_w(true);
     let inputs = Inputs::generate(&case, &mut rng);
     let outcome = common::execute(&g, &case, &inputs, true);
     common::verify(&case, &inputs, &outcome, &mut rng);
@@ -490,7 +559,7 @@ fn linear_forward_repacks_when_k_is_not_a_multiple_of_4() {
     let y = g.stream.clone_dtoh(&layer.forward(&x, m).expect("forward")).unwrap();
     assert!(
         y.iter().zip(&outcome.fused).all(|(a, b)| a.to_bits() == b.to_bits()),
-        "Linear::forward differs from run_with_workspace ({plan:?})"
+        "Linear::forward differs from run_with_workspace on a prepared weight ({plan:?})"
     );
 }
 

@@ -4,12 +4,21 @@
 //! run can leave out with `--skip reference_shape`).
 //!
 //! Every case goes through `common::check`: poisoned output and NaN-padded inputs, f64 reference
-//! (full, or sampled rows × columns for large problems) and cuBLAS + elementwise on every element.
+//! (full, or sampled rows × columns for large problems) and cuBLAS + elementwise on every element,
+//! and the plan against the crate's contract (`common::assert_plan_keeps_the_contract`).
+//!
+//! W reaches the kernels as the caller laid it out, rounded into the workspace, or as a
+//! `PreparedWeight` (`Case::prepared_w`). The sm_90 kernels that round X in registers and read W
+//! as given (`Kernel::needs_rounded_w`) run only on the last two: their tests cycle through a
+//! prepared W, a workspace, both, and neither (which must be refused). The default rounding is
+//! `Nearest` on every device, so `shapes_auto` on sm_90 runs the mma.sync kernels (a raw W and no
+//! workspace), `shapes_auto_prepared_weight` the rounding TMA kernels, and
+//! `shapes_auto_truncate` the truncating TMA kernels.
 
 mod common;
 
 use common::{Case, Gpu, XDist};
-use gemm_epilogue::{Dispatch, Kernel, Tf32Rounding};
+use gemm_epilogue::{Dispatch, Family, Kernel, Plan, Tf32Rounding};
 
 const DIMS: [usize; 24] =
     [1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 255, 257, 1000, 1023, 1024, 1025, 4095, 4096, 4097];
@@ -66,31 +75,61 @@ fn triples() -> Vec<(usize, usize, usize)> {
 /// take (as the crate says and its specification agrees: `common::accepts`) must be refused with
 /// `KernelUnavailable` (and write nothing).
 fn run_shapes(g: &Gpu, dispatch: Dispatch, test: &str) {
-    run_shapes_rounded(g, dispatch, None, test)
+    run_shapes_with(g, dispatch, test, |_, _, case| case);
 }
 
-/// [`run_shapes`] with `FusedGemm::with_rounding(rounding)`; every fourth case with a workspace.
-fn run_shapes_rounded(g: &Gpu, dispatch: Dispatch, rounding: Option<Tf32Rounding>, test: &str) {
+/// [`run_shapes`] with `FusedGemm::with_rounding(rounding)`; every fourth triple with a workspace,
+/// every fourth (another) with a prepared W.
+fn run_shapes_rounded(g: &Gpu, dispatch: Dispatch, rounding: Tf32Rounding, test: &str) {
+    run_shapes_with(g, dispatch, test, |i, _, case| case.rounding(rounding).workspace(i % 4 == 1).prepared_w(i % 4 == 3));
+}
+
+/// [`run_shapes`] for a kernel that reads W rounded ([`Kernel::needs_rounded_w`]): the cases
+/// cycle through a prepared W, a workspace to round W into (every third of those by a handle
+/// that truncates: the kernel rounds all the same), both, and neither — which must be refused.
+fn run_shapes_rounding_w(g: &Gpu, dispatch: Dispatch, test: &str) {
+    assert!(kernel_of(dispatch).needs_rounded_w(), "{dispatch:?}");
+    let (ran, refused, prepared) = run_shapes_with(g, dispatch, test, |i, j, case| match (i + 2 * j) % 4 {
+        0 => case.prepared_w(true),
+        1 if i % 3 == 0 => case.workspace(true).rounding(Tf32Rounding::Truncate),
+        1 => case.workspace(true),
+        2 => case.prepared_w(true).workspace(true),
+        _ => case,
+    });
+    if g.gemm.wave(kernel_of(dispatch)) > 0 {
+        assert!(prepared > 0 && ran > prepared && refused > 0, "{test}: {ran} ran ({prepared} prepared), {refused} refused");
+    }
+}
+
+fn kernel_of(dispatch: Dispatch) -> Kernel {
+    match dispatch {
+        Dispatch::Force(kernel) => kernel,
+        Dispatch::Auto => panic!("not a forced kernel"),
+    }
+}
+
+/// The loop of [`run_shapes`]: `vary(triple index, bias index, case)` sets each case's
+/// rounding, workspace and W. Returns how many cases ran, how many were refused, and how many of
+/// those that ran had a prepared W.
+fn run_shapes_with(g: &Gpu, dispatch: Dispatch, test: &str, vary: impl Fn(usize, usize, Case) -> Case) -> (usize, usize, usize) {
     if let Dispatch::Force(kernel) = dispatch {
         if g.gemm.wave(kernel) == 0 {
             // E.g. the 128×256 tile's 144 KiB of shared memory on a device with less.
             println!("skipped: {kernel:?} cannot run on this device ({:?})", g.gemm.device());
-            return;
+            return (0, 0, 0);
         }
     }
     let mut rng = common::rng(test);
-    let (mut ran, mut refused) = (0usize, 0usize);
+    let (mut ran, mut refused, mut prepared) = (0usize, 0usize, 0usize);
     let start = std::time::Instant::now();
     for (i, (m, n, k)) in triples().into_iter().enumerate() {
         for (j, bias) in [true, false].into_iter().enumerate() {
-            let mut case = Case::new(m, n, k)
+            let case = Case::new(m, n, k)
                 .bias(bias)
                 .scale(SCALES[(2 * i + j) % SCALES.len()])
                 .dispatch(dispatch)
                 .x_dist(if i % 2 == 0 { XDist::Unit } else { XDist::Sym });
-            if let Some(r) = rounding {
-                case = case.rounding(r).workspace(i % 4 == 1);
-            }
+            let case = vary(i, j, case);
             match dispatch {
                 Dispatch::Force(kernel) if !common::accepts(g, &case, kernel) => {
                     common::expect_refused(g, &case, kernel, &mut rng);
@@ -99,14 +138,15 @@ fn run_shapes_rounded(g: &Gpu, dispatch: Dispatch, rounding: Option<Tf32Rounding
                 _ => {
                     common::check(g, &case, &mut rng).expect("non-empty problem ran");
                     ran += 1;
+                    prepared += case.prepared_w as usize;
                 }
             }
         }
     }
-    println!("{test}: {ran} cases checked, {refused} refused, {:.1?}", start.elapsed());
+    println!("{test}: {ran} cases checked ({prepared} with a prepared W), {refused} refused, {:.1?}", start.elapsed());
     assert!(ran > 0);
+    (ran, refused, prepared)
 }
-
 
 #[test]
 fn shapes_auto() {
@@ -138,16 +178,30 @@ fn shapes_sm80_mma_128x256_scalar() {
     run_shapes(&g, Dispatch::Force(Kernel::Sm80Mma128x256Scalar), "shapes_sm80_mma_128x256_scalar");
 }
 
+/// `Nearest` asked explicitly (the default too): a raw W (the mma.sync kernels that round in
+/// registers on sm_90), W rounded into a workspace (the rounding TMA kernels on problems of at
+/// least 2^27 multiply-adds), or a prepared W (the rounding TMA kernels).
 #[test]
 fn shapes_auto_round_to_nearest() {
     let Some(g) = common::gpu() else { return };
-    run_shapes_rounded(&g, Dispatch::Auto, Some(Tf32Rounding::Nearest), "shapes_auto_round_to_nearest");
+    run_shapes_rounded(&g, Dispatch::Auto, Tf32Rounding::Nearest, "shapes_auto_round_to_nearest");
 }
 
+/// Truncation asked: on sm_90 the truncating TMA kernels (a prepared W then holds W's bits as
+/// they were).
 #[test]
 fn shapes_auto_truncate() {
     let Some(g) = common::gpu() else { return };
-    run_shapes_rounded(&g, Dispatch::Auto, Some(Tf32Rounding::Truncate), "shapes_auto_truncate");
+    run_shapes_rounded(&g, Dispatch::Auto, Tf32Rounding::Truncate, "shapes_auto_truncate");
+}
+
+/// The default handle (`Nearest`) on a prepared W, every other triple with a workspace: on sm_90
+/// the TMA kernels that round X in registers, reading the prepared W without a repack.
+#[test]
+fn shapes_auto_prepared_weight() {
+    let Some(g) = common::gpu() else { return };
+    assert_eq!(g.gemm.rounding(), Tf32Rounding::Nearest, "the default rounding");
+    run_shapes_with(&g, Dispatch::Auto, "shapes_auto_prepared_weight", |i, _, case| case.prepared_w(true).workspace(i % 2 == 1));
 }
 
 #[test]
@@ -176,44 +230,92 @@ fn shapes_sm80_mma_64x64_scalar() {
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
 #[test]
-fn shapes_sm90_pingpong_128x128() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128") else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128), "shapes_sm90_pingpong_128x128");
+fn shapes_sm90_pingpong_128x128_trunc() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Trunc") else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc), "shapes_sm90_pingpong_128x128_trunc");
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
+#[test]
+fn shapes_sm90_pingpong_64x128_trunc() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong64x128Trunc") else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong64x128Trunc), "shapes_sm90_pingpong_64x128_trunc");
+}
+
+/// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
+#[test]
+fn shapes_sm90_pingpong_64x64_trunc() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong64x64Trunc") else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong64x64Trunc), "shapes_sm90_pingpong_64x64_trunc");
+}
+
+/// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
+#[test]
+fn shapes_sm90_pingpong_128x128_cluster2_trunc() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Cluster2Trunc") else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2Trunc), "shapes_sm90_pingpong_128x128_cluster2_trunc");
+}
+
+/// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
+#[test]
+fn shapes_sm90_cooperative_128x256_trunc() {
+    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Trunc") else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm90Cooperative128x256Trunc), "shapes_sm90_cooperative_128x256_trunc");
+}
+
+/// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
+#[test]
+fn shapes_sm90_cooperative_128x256_cluster2_trunc() {
+    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Cluster2Trunc") else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm90Cooperative128x256Cluster2Trunc), "shapes_sm90_cooperative_128x256_cluster2_trunc");
+}
+
+/// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple that
+/// has a prepared W or a workspace, and refuse the others.
+#[test]
+fn shapes_sm90_pingpong_128x128() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128") else { return };
+    run_shapes_rounding_w(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128), "shapes_sm90_pingpong_128x128");
+}
+
+/// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple that
+/// has a prepared W or a workspace, and refuse the others.
 #[test]
 fn shapes_sm90_pingpong_64x128() {
     let Some(g) = common::hopper_gpu("Sm90Pingpong64x128") else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong64x128), "shapes_sm90_pingpong_64x128");
+    run_shapes_rounding_w(&g, Dispatch::Force(Kernel::Sm90Pingpong64x128), "shapes_sm90_pingpong_64x128");
 }
 
-/// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
+/// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple that
+/// has a prepared W or a workspace, and refuse the others.
 #[test]
 fn shapes_sm90_pingpong_64x64() {
     let Some(g) = common::hopper_gpu("Sm90Pingpong64x64") else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong64x64), "shapes_sm90_pingpong_64x64");
+    run_shapes_rounding_w(&g, Dispatch::Force(Kernel::Sm90Pingpong64x64), "shapes_sm90_pingpong_64x64");
 }
 
-/// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
+/// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple that
+/// has a prepared W or a workspace, and refuse the others.
 #[test]
 fn shapes_sm90_pingpong_128x128_cluster2() {
     let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Cluster2") else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2), "shapes_sm90_pingpong_128x128_cluster2");
+    run_shapes_rounding_w(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2), "shapes_sm90_pingpong_128x128_cluster2");
 }
 
-/// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
+/// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple that
+/// has a prepared W or a workspace, and refuse the others.
 #[test]
 fn shapes_sm90_cooperative_128x256() {
     let Some(g) = common::hopper_gpu("Sm90Cooperative128x256") else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm90Cooperative128x256), "shapes_sm90_cooperative_128x256");
+    run_shapes_rounding_w(&g, Dispatch::Force(Kernel::Sm90Cooperative128x256), "shapes_sm90_cooperative_128x256");
 }
 
-/// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
+/// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple that
+/// has a prepared W or a workspace, and refuse the others.
 #[test]
 fn shapes_sm90_cooperative_128x256_cluster2() {
     let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Cluster2") else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm90Cooperative128x256Cluster2), "shapes_sm90_cooperative_128x256_cluster2");
+    run_shapes_rounding_w(&g, Dispatch::Force(Kernel::Sm90Cooperative128x256Cluster2), "shapes_sm90_cooperative_128x256_cluster2");
 }
 
 /// The 2-CTA cluster kernels where their two CTAs differ: M not a multiple of 256 puts the
@@ -224,7 +326,7 @@ fn shapes_sm90_cooperative_128x256_cluster2() {
 /// wrapping the stage ring) with such rows in every tile.
 #[test]
 fn cluster2_out_of_range_rows() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Cluster2") else { return };
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Cluster2Trunc") else { return };
     let mut rng = common::rng("cluster2_out_of_range_rows");
     let mut cases = Vec::new();
     for m in [1, 64, 127, 128, 129, 200, 255, 256, 257, 300, 383, 384, 385, 511, 513, 1000] {
@@ -238,7 +340,12 @@ fn cluster2_out_of_range_rows() {
     cases.push(Case::new(129, 16384, 40).bias(false)); // second CTA: one row per tile
     cases.push(Case::new(4097, 1025, 68)); // 17 × 9 cluster tiles, last row: 1 row
     cases.push(Case::new(2000, 4096, 260).pad(4, 8, 3)); // strided, last cluster row: 208 rows
-    for kernel in [Kernel::Sm90Pingpong128x128Cluster2, Kernel::Sm90Cooperative128x256Cluster2] {
+    // The truncating cluster kernels on W as given, and their rounding twins on a prepared W
+    // (even cases) or on W rounded into the workspace (odd cases; too little K and too few
+    // waves here for stream-K).
+    let trunc = [Kernel::Sm90Pingpong128x128Cluster2Trunc, Kernel::Sm90Cooperative128x256Cluster2Trunc];
+    let rounding = trunc.map(|k| common::rounding_twin(k).expect("a rounding twin"));
+    for kernel in trunc.into_iter().chain(rounding) {
         assert_eq!(kernel.cluster_m(), 2, "{kernel:?}");
         // Clusters resident at once: the most the persistent grid launches.
         let clusters = g.gemm.wave(kernel) as usize;
@@ -246,10 +353,13 @@ fn cluster2_out_of_range_rows() {
         let (tile_m, tile_n, _) = kernel.tile();
         let cluster_rows = (tile_m * kernel.cluster_m()) as usize;
         for (i, case) in cases.iter().enumerate() {
-            let case = case.force(kernel).scale(if i % 3 == 0 { 0.5 } else { 3.0 });
+            let mut case = case.force(kernel).scale(if i % 3 == 0 { 0.5 } else { 3.0 });
+            if kernel.needs_rounded_w() {
+                case = if i % 2 == 0 { case.prepared_w(true) } else { case.workspace(true) };
+            }
             let plan = common::check(&g, &case, &mut rng).expect("ran");
             let cluster_tiles = case.m.div_ceil(cluster_rows) * case.n.div_ceil(tile_n as usize);
-            assert_eq!((plan.kernel, plan.cluster), (kernel, 2), "{plan:?}");
+            assert_eq!((plan.kernel, plan.cluster, plan.stream_k_tiles), (kernel, 2, 0), "{plan:?} for {case:?}");
             assert_eq!(plan.grid as usize, 2 * cluster_tiles.min(clusters), "{plan:?} for {case:?}");
         }
     }
@@ -272,12 +382,23 @@ fn small_shapes_every_kernel() {
     ];
     for case in cases {
         for kernel in Kernel::ALL {
-            // Every case has 16-byte rows: refused only by kernels this device cannot run.
+            // Every case has 16-byte rows: refused only by kernels this device cannot run, and by
+            // those that read W rounded when W is raw and there is no workspace; those run on a
+            // prepared W instead.
+            let case = if kernel.needs_rounded_w() {
+                assert!(!common::accepts(&g, &case, kernel), "{kernel:?} on a raw W without a workspace");
+                case.prepared_w(true)
+            } else {
+                case
+            };
             if common::accepts(&g, &case, kernel) {
                 common::check(&g, &case.force(kernel), &mut rng);
+            } else {
+                assert_eq!(g.gemm.wave(kernel), 0, "{kernel:?} refused {case:?}");
             }
         }
         common::check(&g, &case, &mut rng);
+        common::check(&g, &case.prepared_w(true), &mut rng);
     }
     // K % 4 != 0: every kernel that reads 16-byte rows repacks both operands into the workspace.
     let unaligned = Case::new(65, 66, 67).workspace(true);
@@ -288,21 +409,26 @@ fn small_shapes_every_kernel() {
         }
     }
     if g.is_hopper() {
-        // Split-K through the workspace: 15 tiles over 30 CTAs.
-        let split = Case::new(300, 520, 512).workspace(true).force(Kernel::Sm90Pingpong128x128);
-        let plan = common::check(&g, &split, &mut rng).expect("ran");
-        assert!(plan.stream_k_tiles == 15 && plan.grid == 30, "{plan:?}");
+        // Split-K through the workspace: 15 tiles over 30 CTAs, for the truncating kernel on W as
+        // given and for its rounding twin on a prepared W (nothing repacked).
+        let split = Case::new(300, 520, 512).workspace(true);
+        for case in [split.force(Kernel::Sm90Pingpong128x128Trunc), split.force(Kernel::Sm90Pingpong128x128).prepared_w(true)] {
+            let plan = common::check(&g, &case, &mut rng).expect("ran");
+            assert!(plan.stream_k_tiles == 15 && plan.grid == 30 && !plan.repack_x && !plan.repack_w, "{plan:?}");
+        }
     }
 }
 
 /// Stream-K (sm_90 TMA kernel with a workspace): shapes with at most half as many tiles as SMs
 /// have every tile split along K into the same number of parts (split-K); shapes with at least 8 full waves share their
 /// last, partial wave (with the wave before when it is thin) along K; the rest keep the plain
-/// persistent schedule. Each is checked against f64 and cuBLAS and run twice: the partial sums
-/// are added in a fixed order, so both outputs must be bitwise equal.
+/// persistent schedule. The truncating 128×128 ping-pong and its rounding twin (on a prepared W,
+/// or on W rounded into the workspace) plan the same stream-K; each is checked against f64 and
+/// cuBLAS and run twice: the partial sums are added in a fixed order, so both outputs must be
+/// bitwise equal.
 #[test]
 fn stream_k_shapes() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128's stream-K") else { return };
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Trunc's stream-K") else { return };
     let mut rng = common::rng("stream_k_shapes");
     // (M, N, K, stream-K tiles the plan must have); 128×128 tiles, 132 SMs.
     let shapes = [
@@ -321,19 +447,31 @@ fn stream_k_shapes() {
         println!("note: the stream-K tile counts below assume 132 SMs; checking results only");
     }
     for (i, &(m, n, k, sk)) in shapes.iter().enumerate() {
-        let case = Case::new(m, n, k)
-            .force(Kernel::Sm90Pingpong128x128)
+        let base = Case::new(m, n, k)
             .workspace(true)
             .bias(i % 2 == 0)
             .scale(if i % 3 == 0 { 0.5 } else { -2.0 })
             .x_dist(if i % 2 == 0 { XDist::Unit } else { XDist::Sym });
-        let inputs = common::Inputs::generate(&case, &mut rng);
-        let plan = common::check_inputs(&g, &case, &inputs, &mut rng).expect("ran");
-        if g.gemm.device().sm_count == 132 {
-            assert_eq!(plan.stream_k_tiles as usize, sk, "{plan:?} for {m}x{n}x{k}");
+        let inputs = common::Inputs::generate(&base, &mut rng);
+        // The truncating kernel on W as given, then its rounding twin on a prepared W (even
+        // shapes) or on W rounded into the workspace ahead of the partial tiles (odd shapes):
+        // the same tiles, so the same stream-K.
+        let cases = [base.force(Kernel::Sm90Pingpong128x128Trunc), base.force(Kernel::Sm90Pingpong128x128).prepared_w(i % 2 == 0)];
+        let mut plans = Vec::new();
+        for case in cases {
+            let plan = common::check_inputs(&g, &case, &inputs, &mut rng).expect("ran");
+            if g.gemm.device().sm_count == 132 {
+                assert_eq!(plan.stream_k_tiles as usize, sk, "{plan:?} for {m}x{n}x{k}");
+            }
+            assert_bitwise_repeatable(&g, &case, &inputs, &format!("{m}x{n}x{k} ({plan:?})"));
+            println!("{m}x{n}x{k}: {plan:?}");
+            plans.push(plan);
         }
-        assert_bitwise_repeatable(&g, &case, &inputs, &format!("{m}x{n}x{k} ({plan:?})"));
-        println!("{m}x{n}x{k}: {plan:?}");
+        assert_eq!(
+            (plans[0].grid, plans[0].stream_k_tiles, plans[0].stream_k_ctas),
+            (plans[1].grid, plans[1].stream_k_tiles, plans[1].stream_k_ctas),
+            "{m}x{n}x{k}: twins plan alike: {plans:?}"
+        );
     }
 }
 
@@ -341,49 +479,62 @@ fn stream_k_shapes() {
 /// consumer warpgroups: every CTA of a cluster and every consumer publishes its own part of a
 /// partial tile and waits on its own counter. Split-K (including a cluster whose second CTA has
 /// a single row, M = 129), and shared tails of at least 8 waves of clusters (66 on the H200).
-/// Checked against f64 and cuBLAS, and run twice for bitwise-equal outputs.
+/// Each truncating kernel and its rounding twin (on a prepared W, or on W rounded into the
+/// workspace), checked against f64 and cuBLAS, and run twice for bitwise-equal outputs.
 #[test]
 fn stream_k_shapes_clusters_and_cooperative() {
     let Some(g) = common::hopper_gpu("stream-K of the cluster and cooperative kernels") else { return };
     let mut rng = common::rng("stream_k_shapes_clusters_and_cooperative");
-    let counts_known = g.gemm.device().sm_count == 132 && g.gemm.wave(Kernel::Sm90Cooperative128x256Cluster2) == 66;
+    let counts_known = g.gemm.device().sm_count == 132 && g.gemm.wave(Kernel::Sm90Cooperative128x256Cluster2Trunc) == 66;
     if !counts_known {
         println!("note: the stream-K tile counts below assume 132 SMs and 66 clusters; checking results only");
     }
     // (kernel, M, N, K, stream-K (cluster) tiles the plan must have)
     let cases = [
-        (Kernel::Sm90Cooperative128x256, 1, 4096, 4096, 16),           // 16 tiles of 128×256, 8 CTAs a tile
-        (Kernel::Sm90Cooperative128x256, 300, 1000, 512, 12),          // 12 tiles, 2 CTAs a tile, M and N tails
-        (Kernel::Sm90Cooperative128x256, 45061, 520, 96, 135),         // 1059 tiles = 8 waves + 3: with the wave before
-        (Kernel::Sm90Cooperative128x256Cluster2, 1, 4096, 4096, 16),   // 16 cluster tiles of 256×256, 4 clusters a tile
-        (Kernel::Sm90Cooperative128x256Cluster2, 129, 1000, 2048, 4),  // second CTA: one row
-        (Kernel::Sm90Cooperative128x256Cluster2, 300, 520, 512, 6),
-        (Kernel::Sm90Cooperative128x256Cluster2, 45061, 520, 200, 69), // 531 = 8 waves of 66 + 3
-        (Kernel::Sm90Pingpong128x128Cluster2, 1, 4096, 4096, 32),
-        (Kernel::Sm90Pingpong128x128Cluster2, 300, 520, 512, 10),
-        (Kernel::Sm90Pingpong128x128Cluster2, 45061, 520, 96, 27),     // 885 = 13 waves of 66 + 27
-        (Kernel::Sm90Pingpong64x128, 1, 4096, 4096, 32),               // 32 tiles of 64×128, 4 CTAs a tile
-        (Kernel::Sm90Pingpong64x128, 129, 1000, 2048, 24),             // 24 tiles, 5 CTAs a tile, M and N tails
-        (Kernel::Sm90Pingpong64x128, 40000, 520, 320, 89),             // 3125 tiles = 23 waves + 89: those 89
-        (Kernel::Sm90Pingpong64x128, 17216, 512, 256, 152),            // 1076 = 8 waves + 20: with the wave before
-        (Kernel::Sm90Pingpong64x64, 1, 4096, 4096, 64),                // 64 tiles of 64×64, 2 CTAs a tile
-        (Kernel::Sm90Pingpong64x64, 100, 1000, 2048, 32),              // 32 tiles, 4 CTAs a tile, M and N tails
+        (Kernel::Sm90Cooperative128x256Trunc, 1, 4096, 4096, 16),           // 16 tiles of 128×256, 8 CTAs a tile
+        (Kernel::Sm90Cooperative128x256Trunc, 300, 1000, 512, 12),          // 12 tiles, 2 CTAs a tile, M and N tails
+        (Kernel::Sm90Cooperative128x256Trunc, 45061, 520, 96, 135),         // 1059 tiles = 8 waves + 3: with the wave before
+        (Kernel::Sm90Cooperative128x256Cluster2Trunc, 1, 4096, 4096, 16),   // 16 cluster tiles of 256×256, 4 clusters a tile
+        (Kernel::Sm90Cooperative128x256Cluster2Trunc, 129, 1000, 2048, 4),  // second CTA: one row
+        (Kernel::Sm90Cooperative128x256Cluster2Trunc, 300, 520, 512, 6),
+        (Kernel::Sm90Cooperative128x256Cluster2Trunc, 45061, 520, 200, 69), // 531 = 8 waves of 66 + 3
+        (Kernel::Sm90Pingpong128x128Cluster2Trunc, 1, 4096, 4096, 32),
+        (Kernel::Sm90Pingpong128x128Cluster2Trunc, 300, 520, 512, 10),
+        (Kernel::Sm90Pingpong128x128Cluster2Trunc, 45061, 520, 96, 27),     // 885 = 13 waves of 66 + 27
+        (Kernel::Sm90Pingpong64x128Trunc, 1, 4096, 4096, 32),               // 32 tiles of 64×128, 4 CTAs a tile
+        (Kernel::Sm90Pingpong64x128Trunc, 129, 1000, 2048, 24),             // 24 tiles, 5 CTAs a tile, M and N tails
+        (Kernel::Sm90Pingpong64x128Trunc, 40000, 520, 320, 89),             // 3125 tiles = 23 waves + 89: those 89
+        (Kernel::Sm90Pingpong64x128Trunc, 17216, 512, 256, 152),            // 1076 = 8 waves + 20: with the wave before
+        (Kernel::Sm90Pingpong64x64Trunc, 1, 4096, 4096, 64),                // 64 tiles of 64×64, 2 CTAs a tile
+        (Kernel::Sm90Pingpong64x64Trunc, 100, 1000, 2048, 32),              // 32 tiles, 4 CTAs a tile, M and N tails
     ];
     for (i, &(kernel, m, n, k, sk)) in cases.iter().enumerate() {
-        let case = Case::new(m, n, k)
-            .force(kernel)
+        let base = Case::new(m, n, k)
             .workspace(true)
             .bias(i % 3 != 1)
             .scale(if i % 2 == 0 { 0.5 } else { -2.0 })
             .x_dist(if i % 2 == 0 { XDist::Unit } else { XDist::Sym });
-        let inputs = common::Inputs::generate(&case, &mut rng);
-        let plan = common::check_inputs(&g, &case, &inputs, &mut rng).expect("ran");
-        assert_eq!(plan.kernel, kernel);
-        if counts_known {
-            assert_eq!(plan.stream_k_tiles as usize, sk, "{plan:?} for {m}x{n}x{k}");
+        let inputs = common::Inputs::generate(&base, &mut rng);
+        // The truncating kernel on W as given, then its rounding twin on a prepared W (even
+        // cases) or on W rounded into the workspace (odd cases): the same stream-K.
+        let twin = common::rounding_twin(kernel).expect("a rounding twin");
+        let mut plans = Vec::new();
+        for (kernel, prepared) in [(kernel, false), (twin, i % 2 == 0)] {
+            let case = base.force(kernel).prepared_w(prepared);
+            let plan = common::check_inputs(&g, &case, &inputs, &mut rng).expect("ran");
+            assert_eq!(plan.kernel, kernel);
+            if counts_known {
+                assert_eq!(plan.stream_k_tiles as usize, sk, "{plan:?} for {m}x{n}x{k}");
+            }
+            assert_bitwise_repeatable(&g, &case, &inputs, &format!("{m}x{n}x{k} ({plan:?})"));
+            println!("{m}x{n}x{k}: {plan:?}");
+            plans.push(plan);
         }
-        assert_bitwise_repeatable(&g, &case, &inputs, &format!("{m}x{n}x{k} ({plan:?})"));
-        println!("{m}x{n}x{k}: {plan:?}");
+        assert_eq!(
+            (plans[0].grid, plans[0].stream_k_tiles, plans[0].stream_k_ctas),
+            (plans[1].grid, plans[1].stream_k_tiles, plans[1].stream_k_ctas),
+            "{m}x{n}x{k}: twins plan alike: {plans:?}"
+        );
     }
 }
 
@@ -456,18 +607,47 @@ fn reference_shape(g: &Gpu, dispatch: Dispatch, test: &str) {
     reference_case(g, Case::new(16384, 4096, 4096).dispatch(dispatch), test);
 }
 
-fn reference_case(g: &Gpu, case: Case, test: &str) {
+fn reference_case(g: &Gpu, case: Case, test: &str) -> Plan {
     let mut rng = common::rng(test);
     let case = case.bias(true).scale(0.5);
     let start = std::time::Instant::now();
     let plan = common::check(g, &case, &mut rng).expect("ran");
     println!("{test}: {plan:?} checked in {:.1?}", start.elapsed());
+    plan
 }
 
+/// The default handle (`Nearest`) on a raw W without a workspace: on sm_90 the mma.sync kernel
+/// that rounds in registers (no TMA kernel can get W rounded).
 #[test]
 fn reference_shape_auto() {
     let Some(g) = common::gpu() else { return };
-    reference_shape(&g, Dispatch::Auto, "reference_shape_auto");
+    let plan = reference_case(&g, Case::new(16384, 4096, 4096), "reference_shape_auto");
+    assert_eq!((plan.kernel.family(), plan.rounding), (Family::MmaSync, Tf32Rounding::Nearest), "{plan:?}");
+}
+
+/// Truncation asked: on sm_90 the truncating cooperative cluster kernel, as Auto's default was
+/// before rounding became the default.
+#[test]
+fn reference_shape_auto_truncate() {
+    let Some(g) = common::gpu() else { return };
+    let case = Case::new(16384, 4096, 4096).rounding(Tf32Rounding::Truncate);
+    let plan = reference_case(&g, case, "reference_shape_auto_truncate");
+    if g.is_hopper() {
+        assert_eq!((plan.kernel.family(), plan.rounding), (Family::TmaWgmma, Tf32Rounding::Truncate), "{plan:?}");
+    }
+}
+
+/// The default handle on a prepared W, no workspace: on sm_90 the TMA kernel that rounds X in
+/// registers, reading the prepared W as it is (nothing repacked).
+#[test]
+fn reference_shape_auto_prepared_weight() {
+    let Some(g) = common::gpu() else { return };
+    let case = Case::new(16384, 4096, 4096).prepared_w(true);
+    let plan = reference_case(&g, case, "reference_shape_auto_prepared_weight");
+    assert_eq!((plan.rounding, plan.repack_x, plan.repack_w), (Tf32Rounding::Nearest, false, false), "{plan:?}");
+    if g.is_hopper() {
+        assert!(plan.kernel.needs_rounded_w(), "{plan:?}");
+    }
 }
 
 #[test]
@@ -488,41 +668,63 @@ fn reference_shape_sm80_mma_128x256_vec4_trunc() {
     reference_shape(&g, Dispatch::Force(Kernel::Sm80Mma128x256Vec4Trunc), "reference_shape_sm80_mma_128x256_vec4_trunc");
 }
 
-/// Round-to-nearest on the reference shape with a workspace: on sm_90 the TMA kernel on operands
-/// repacked (rounded) into it.
+/// Round-to-nearest on the reference shape with a raw W and a workspace: on sm_90 the TMA kernel
+/// that rounds X in registers, on W rounded into the workspace (X is not repacked).
 #[test]
 fn reference_shape_auto_round_to_nearest() {
     let Some(g) = common::gpu() else { return };
     let case = Case::new(16384, 4096, 4096).rounding(Tf32Rounding::Nearest).workspace(true);
-    reference_case(&g, case, "reference_shape_auto_round_to_nearest");
+    let plan = reference_case(&g, case, "reference_shape_auto_round_to_nearest");
+    assert_eq!(plan.rounding, Tf32Rounding::Nearest, "{plan:?}");
+    if g.is_hopper() {
+        assert!(plan.kernel.needs_rounded_w() && plan.repack_w && !plan.repack_x, "{plan:?}");
+    }
 }
 
-#[test]
-fn reference_shape_sm90_pingpong_128x128() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128") else { return };
-    reference_shape(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128), "reference_shape_sm90_pingpong_128x128");
-}
-
-#[test]
-fn reference_shape_sm90_pingpong_128x128_cluster2() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Cluster2") else { return };
-    reference_shape(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2), "reference_shape_sm90_pingpong_128x128_cluster2");
-}
-
-#[test]
-fn reference_shape_sm90_cooperative_128x256() {
-    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256") else { return };
-    reference_shape(&g, Dispatch::Force(Kernel::Sm90Cooperative128x256), "reference_shape_sm90_cooperative_128x256");
-}
-
+/// The rounding cooperative cluster kernel (Auto's pick on sm_90) forced on a prepared W.
 #[test]
 fn reference_shape_sm90_cooperative_128x256_cluster2() {
     let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Cluster2") else { return };
-    reference_shape(&g, Dispatch::Force(Kernel::Sm90Cooperative128x256Cluster2), "reference_shape_sm90_cooperative_128x256_cluster2");
+    let case = Case::new(16384, 4096, 4096).force(Kernel::Sm90Cooperative128x256Cluster2).prepared_w(true);
+    reference_case(&g, case, "reference_shape_sm90_cooperative_128x256_cluster2");
+}
+
+/// The rounding 128×128 ping-pong forced on a raw W with a workspace: W rounded into it, then
+/// the stream-K tail.
+#[test]
+fn reference_shape_sm90_pingpong_128x128() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128") else { return };
+    let case = Case::new(16384, 4096, 4096).force(Kernel::Sm90Pingpong128x128).workspace(true);
+    let plan = reference_case(&g, case, "reference_shape_sm90_pingpong_128x128");
+    assert!(plan.repack_w && !plan.repack_x && plan.stream_k_tiles > 0, "{plan:?}");
+}
+
+#[test]
+fn reference_shape_sm90_pingpong_128x128_trunc() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Trunc") else { return };
+    reference_shape(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc), "reference_shape_sm90_pingpong_128x128_trunc");
+}
+
+#[test]
+fn reference_shape_sm90_pingpong_128x128_cluster2_trunc() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Cluster2Trunc") else { return };
+    reference_shape(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2Trunc), "reference_shape_sm90_pingpong_128x128_cluster2_trunc");
+}
+
+#[test]
+fn reference_shape_sm90_cooperative_128x256_trunc() {
+    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Trunc") else { return };
+    reference_shape(&g, Dispatch::Force(Kernel::Sm90Cooperative128x256Trunc), "reference_shape_sm90_cooperative_128x256_trunc");
+}
+
+#[test]
+fn reference_shape_sm90_cooperative_128x256_cluster2_trunc() {
+    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Cluster2Trunc") else { return };
+    reference_shape(&g, Dispatch::Force(Kernel::Sm90Cooperative128x256Cluster2Trunc), "reference_shape_sm90_cooperative_128x256_cluster2_trunc");
 }
 
 /// The `shapes_*` test of a kernel: its symbol without the `ge_` prefix, the tile's K and the
-/// stage count (`ge_sm90_pingpong_64x128x32_s8` → `shapes_sm90_pingpong_64x128`).
+/// stage count (`ge_sm90_pingpong_64x128x32_s8_trunc` → `shapes_sm90_pingpong_64x128_trunc`).
 fn shapes_test_name(kernel: Kernel) -> String {
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     let parts: Vec<String> = kernel

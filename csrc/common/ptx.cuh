@@ -1,7 +1,8 @@
 // PTX wrappers that more than one part of csrc/ needs, each a tiny named function; thread scope.
 //   - TF32 rounding: the mma.sync operands (sm80/warp_mma.cuh) and the operand repack
 //     (elementwise/repack_tf32.cuh);
-//   - smem_addr: the 32-bit shared-memory address every family's PTX takes;
+//   - smem_addr: the 32-bit shared-memory address every family's PTX takes; ldmatrix, which
+//     loads TF32 fragments in the m16n8k8 layout of mma.sync's and of wgmma's register A;
 //   - GPU-scope release/acquire flag operations: the stream-K hand-off (stream_k.cuh).
 // PTX that only one kernel family uses lives in its folder (sm80/ptx.cuh, sm90/ptx.cuh). Family
 // code calls these as ge::ptx::..., its own as ptx::....
@@ -50,6 +51,15 @@ __device__ __forceinline__ uint32_t add_half_ulp_tf32(uint32_t x) {
 // Shared-memory address as the 32-bit value that cp.async, ldmatrix, mbarrier and TMA take.
 __device__ __forceinline__ uint32_t smem_addr(const void *p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Four 8x8 matrices of 16-byte rows from shared memory, one register each: lanes 8j..8j+7 give
+// the row addresses of matrix j, and lane l receives word l%4 of row l/4 of every matrix. Typed
+// .b16, but on 32-bit data each row is 4 words, so matrix j lands as a tf32 fragment register.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t smem_row_addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_row_addr));
 }
 
 // ---- GPU-scope flags (stream-K partial-tile hand-off, stream_k.cuh) ----------------------

@@ -1,5 +1,5 @@
 // Repack of an operand whose rows are not 16-byte aligned into a dense, 16-byte-aligned copy,
-// rounded to TF32 on the way (see GeRepackParams). Memory-bound: each element read once and
+// rounded to TF32 on the way unless told not to (see GeRepackParams). Memory-bound: each element read once and
 // written once; loads are 4-byte (the source has no better alignment), stores are 16-byte.
 #pragma once
 
@@ -20,11 +20,8 @@ __device__ __forceinline__ void repack_tf32(const GeRepackParams &p, int row_fir
         float *dst = p.dst + int64_t(row) * p.ld_dst;
         for (int q = quad_first; q < quads; q += quad_step) {
             const int col = 4 * q;
-            float4 v;
-            v.x = col + 0 < p.cols ? ptx::round_tf32(src[col + 0]) : 0.0f;
-            v.y = col + 1 < p.cols ? ptx::round_tf32(src[col + 1]) : 0.0f;
-            v.z = col + 2 < p.cols ? ptx::round_tf32(src[col + 2]) : 0.0f;
-            v.w = col + 3 < p.cols ? ptx::round_tf32(src[col + 3]) : 0.0f;
+            const auto at = [&](int c) { return c < p.cols ? (p.round ? ptx::round_tf32(src[c]) : src[c]) : 0.0f; };
+            const float4 v = make_float4(at(col), at(col + 1), at(col + 2), at(col + 3));
             *reinterpret_cast<float4 *>(dst + col) = v;
         }
     }

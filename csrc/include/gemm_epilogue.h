@@ -46,8 +46,10 @@ typedef struct GeElementwiseParams {
 
 /* Operand repack, for operands whose rows are not 16-byte aligned (k % 4 != 0, a misaligned
  * base, or ld % 4 != 0): copies rows x cols at stride ld_src into dst at stride ld_dst (a
- * multiple of 4, dst 16-byte aligned), zero-fills columns cols..ld_dst, and rounds every value to
- * TF32 (nearest, ties away) on the way, so the TMA/vec4 kernels can then read it. Block (256,1,1),
+ * multiple of 4, dst 16-byte aligned), zero-fills columns cols..ld_dst, and with round = 1 rounds
+ * every value to TF32 (nearest, ties away) on the way, so the TMA/vec4 kernels can then read it.
+ * Also what rounds W for the sm_90 kernels that read it rounded, and prepares weights (the host's
+ * FusedGemm::prepare_weight: round = 0 for a truncating handle). Block (256,1,1),
  * grid (quads of a row, rows in flight); each thread writes 16 bytes at a time. */
 typedef struct GeRepackParams {
     const float *src;
@@ -56,6 +58,7 @@ typedef struct GeRepackParams {
     int64_t ld_dst;
     int32_t rows;
     int32_t cols;
+    int32_t round; /* 1: round every value to TF32 (nearest, ties away); 0: copy the bits */
 } GeRepackParams;
 
 /* ---- Stream-K (csrc/common/stream_k.cuh): both families ----------------------------- */

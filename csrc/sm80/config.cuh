@@ -3,6 +3,7 @@
 #pragma once
 
 #include "../common/epilogue.cuh"
+#include "../common/rounding.cuh"
 #include "../common/tile_raster.cuh"
 
 namespace ge::sm80 {
@@ -11,12 +12,6 @@ namespace ge::sm80 {
 enum class OperandAccess {
     Vec4,    // 16-byte cp.async: k % 4 == 0, 16-byte-aligned x/w, ldx/ldw multiples of 4
     Scalar,  // 4-byte cp.async: any k, any 4-byte-aligned pointer and leading dimension
-};
-
-// How fp32 operands become TF32 before the tensor core sees them.
-enum class Rounding {
-    Nearest,   // to nearest, ties away, in registers after each fragment load (what cuBLAS does)
-    Truncate,  // raw fp32 bits; the tensor core ignores the low 13 mantissa bits
 };
 
 // How the epilogue writes the finished tile to global memory. Straight from registers suits the

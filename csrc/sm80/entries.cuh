@@ -14,7 +14,7 @@
 #define GE_SM80_ENTRY(NAME, P, ACCESS, ROUNDING, STORE)                                                     \
     extern "C" __global__ void __launch_bounds__(P##_THREADS, 1) NAME(const GeProblem p, const GeStreamK stream_k) { \
         using Config = ge::sm80::KernelConfig<P##_TILE_M, P##_TILE_N, P##_TILE_K, P##_WARP_M, P##_WARP_N,          \
-                                              P##_STAGES, ge::sm80::ACCESS, ge::sm80::ROUNDING, ge::sm80::STORE>; \
+                                              P##_STAGES, ge::sm80::ACCESS, ge::ROUNDING, ge::sm80::STORE>;        \
         static_assert(Config::THREADS == P##_THREADS, #P "_THREADS disagrees with the kernel config");             \
         static_assert(Config::SMEM_BYTES == P##_SMEM_BYTES, #P "_SMEM_BYTES disagrees with the kernel config");    \
         extern __shared__ __align__(128) float ge_sm80_smem[];                                                      \

@@ -1,4 +1,4 @@
-// PTX of the mma.sync family only (cp.async, ldmatrix, mma.sync), each a tiny named function.
+// PTX of the mma.sync family only (cp.async, mma.sync), each a tiny named function.
 // Thread scope: nothing here reads threadIdx. What both families use is in ../common/ptx.cuh.
 #pragma once
 
@@ -29,16 +29,7 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING));
 }
 
-// ---- ldmatrix, mma.sync -------------------------------------------------------------------
-
-// Four 8x8 matrices of 16-byte rows from shared memory, one register each: lanes 8j..8j+7 give
-// the row addresses of matrix j, and lane l receives word l%4 of row l/4 of every matrix. Typed
-// .b16, but on 32-bit data each row is 4 words, so matrix j lands as a tf32 fragment register.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t smem_row_addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_row_addr));
-}
+// ---- mma.sync -------------------------------------------------------------------
 
 // D = A(16x8, row) * B(8x8, col) + D, tf32 inputs, fp32 accumulators.
 // Fragment ownership (g = lane/4, t = lane%4):

@@ -76,11 +76,11 @@ struct WarpMma {
     __device__ __forceinline__ static void load(Frags &f, uint32_t stage, const LaneOffsets &o, int s) {
         constexpr uint32_t k16Rows = 16 * Cfg::TILE_K * 4;  // bytes
 #pragma unroll
-        for (int i = 0; i < Cfg::FRAGS_M; ++i) ptx::ldmatrix_x4(f.x[i], stage + o.x[s] + i * k16Rows);
+        for (int i = 0; i < Cfg::FRAGS_M; ++i) ge::ptx::ldmatrix_x4(f.x[i], stage + o.x[s] + i * k16Rows);
 #pragma unroll
         for (int j = 0; j < Cfg::FRAGS_N / 2; ++j) {
             uint32_t r[4];
-            ptx::ldmatrix_x4(r, stage + o.w[s] + j * k16Rows);
+            ge::ptx::ldmatrix_x4(r, stage + o.w[s] + j * k16Rows);
             f.w[2 * j][0] = r[0], f.w[2 * j][1] = r[1];
             f.w[2 * j + 1][0] = r[2], f.w[2 * j + 1][1] = r[3];
         }

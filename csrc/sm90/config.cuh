@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "../common/epilogue.cuh"
+#include "../common/rounding.cuh"
 #include "../common/tile_raster.cuh"
 #include "smem_layout.cuh"
 
@@ -13,8 +14,8 @@ namespace ge::sm90 {
 // How the two consumer warpgroups share the work (warp_specialized.cuh).
 enum class Schedule { PingPong, Cooperative };
 
-template <int TILE_M_, int TILE_N_, int TILE_K_, int STAGES_, Schedule SCHEDULE_, int CLUSTER_M_ = 1, int GROUP_M_ = 8,
-          class EPILOGUE_ = ge::epilogue::BiasScaleResidual>
+template <int TILE_M_, int TILE_N_, int TILE_K_, int STAGES_, Schedule SCHEDULE_, int CLUSTER_M_, Rounding ROUNDING_,
+          int GROUP_M_ = 8, class EPILOGUE_ = ge::epilogue::BiasScaleResidual>
 struct KernelConfig {
     static constexpr int TILE_M = TILE_M_;  // rows of X / out per CTA tile (one TMA box, fewer rows when m is smaller)
     static constexpr int TILE_N = TILE_N_;  // rows of W / columns of out per CTA tile
@@ -25,6 +26,10 @@ struct KernelConfig {
     // each loading a 1/CLUSTER_M slice of it and multicasting it to all (less L2 traffic).
     static constexpr int CLUSTER_M = CLUSTER_M_;
     static constexpr int W_BOX_ROWS = TILE_N / CLUSTER_M;  // W map box rows: one CTA's slice
+
+    // How X reaches the tensor cores (mainloop.cuh): from shared memory as TMA wrote it
+    // (Truncate), or through registers, rounded to nearest (Nearest; W must arrive rounded).
+    static constexpr Rounding ROUNDING = ROUNDING_;
 
     static constexpr Schedule SCHEDULE = SCHEDULE_;
     static constexpr bool COOPERATIVE = SCHEDULE == Schedule::Cooperative;
@@ -47,6 +52,10 @@ struct KernelConfig {
     static constexpr int RELEASERS = TILE_PARTS * WARPGROUP_THREADS / 32;
     static constexpr int K_STEPS = TILE_K / WGMMA_K;  // k-steps per stage
     static constexpr int ACC_PER_ATOM = WGMMA_M * WGMMA_N / WARPGROUP_THREADS;  // fp32 regs
+    // Rounding::Nearest: register sets of X fragments (4 regs per 64-row atom) in flight, one
+    // wgmma group each. More sets keep more groups queued for the tensor cores while the next
+    // fragment loads; two atoms per consumer already keep a set's group busy twice as long.
+    static constexpr int X_BUFFERS = M_ATOMS > 1 ? 2 : 4;
 
     using Storage = SharedStorage<TILE_M, TILE_N, TILE_K, STAGES>;
     using Raster = GroupedRaster<TILE_M * CLUSTER_M, TILE_N, GROUP_M>;  // over cluster tiles

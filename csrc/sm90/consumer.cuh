@@ -1,5 +1,6 @@
-// Consumer warpgroups of the sm_90a kernel: wgmma mainloop over the stage ring, the stream-K
-// hand-off (../common/stream_k.cuh) and the fused epilogue (epilogue_store.cuh), per work item.
+// Consumer warpgroups of the sm_90a kernel: the mainloop over the stage ring (mainloop.cuh), the
+// stream-K hand-off (../common/stream_k.cuh) and the fused epilogue (epilogue_store.cuh), per
+// work item.
 #pragma once
 
 #include <cstddef>
@@ -9,44 +10,13 @@
 #include "../common/stream_k.cuh"
 #include "../include/gemm_epilogue.h"
 #include "epilogue_store.cuh"
+#include "mainloop.cuh"
 #include "pipeline.cuh"
 #include "ptx.cuh"
 #include "smem_layout.cuh"
 #include "tile_bias.cuh"
-#include "wgmma.cuh"
 
 namespace ge::sm90 {
-
-// Mainloop of one consumer tile: acc[ma] = X(m0 + row0 + 64 ma .. +64, :) * W(n0 .. +TILE_N, :)^T.
-// Returns with the last stage still held (released by the caller after wgmma_wait_group<0>).
-template <class Cfg>
-__device__ __forceinline__ uint32_t mma_tile(typename Cfg::Storage &s, PipelineState &pipe, int k_tiles,
-                                             float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM], int row0, int lane) {
-    uint32_t held_stage = 0;
-    for (int kb = 0; kb < k_tiles; ++kb) {
-        ptx::mbarrier_wait(&s.full[pipe.stage], pipe.phase);
-        const uint64_t desc_x = make_desc_k_major_sw128(ge::ptx::smem_addr(s.x[pipe.stage]));  // (TILE_M, TILE_K)
-        const uint64_t desc_w = make_desc_k_major_sw128(ge::ptx::smem_addr(s.w[pipe.stage]));  // (TILE_N, TILE_K)
-        ptx::wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < Cfg::K_STEPS; ++ks) {
-#pragma unroll
-            for (int ma = 0; ma < Cfg::M_ATOMS; ++ma) {
-                // X: rows row0 + 64*ma.. of the tile (128 B per row), k-step ks (32 B along the row).
-                const uint64_t x = desc_advance(desc_x, (row0 + ma * Cfg::WGMMA_M) * 128 + ks * Cfg::WGMMA_K * 4);
-                const uint64_t w = desc_advance(desc_w, ks * Cfg::WGMMA_K * 4);
-                ptx::wgmma_tf32<Cfg::WGMMA_N>(acc[ma], x, w, (kb | ks) != 0);
-            }
-        }
-        ptx::wgmma_commit_group();
-        // Keep this k-block's group in flight; the previous one is done, so free its stage.
-        ptx::wgmma_wait_group<1>();
-        if (kb > 0 && lane == 0) release_stage<Cfg>(s, held_stage);
-        held_stage = pipe.stage;
-        pipe.template advance<Cfg::STAGES>();
-    }
-    return held_stage;
-}
 
 // Consumer warpgroup `consumer` (0 or 1). PingPong: tiles j = consumer, consumer + 2, ... of
 // this CTA, whole. Cooperative: every tile j, rows consumer * CONSUMER_ROWS.. of it.
@@ -74,7 +44,7 @@ __device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Sto
         bias.load(Cfg::Epilogue::from(prob), tile.n0, prob.n, lane);
 
         float acc[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM];
-        const uint32_t held_stage = mma_tile<Cfg>(s, pipe, w.kb_end - w.kb_begin, acc, row0, lane);
+        const uint32_t held_stage = mma_tile<Cfg>(s, pipe, w.kb_end - w.kb_begin, acc, row0, warp, lane);
 
         // Hand the tensor cores to the other consumer, if it has a next item (arrivals must match waits).
         if (!Cfg::COOPERATIVE && j + 1 < items)

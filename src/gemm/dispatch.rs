@@ -25,13 +25,15 @@ pub enum Dispatch {
     Force(Kernel),
 }
 
-/// A validated call as dispatch sees it: its shape, where X and W are, and the f32 length of
-/// the workspace (0 without one).
+/// A validated call as dispatch sees it: its shape, where X and W are, the rounding W was
+/// prepared for when it is a prepared weight (128-byte rows; rounded to nearest for `Nearest`,
+/// its raw bits for `Truncate`), and the f32 length of the workspace (0 without one).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Call {
     pub shape: Shape,
     pub x: Strided,
     pub w: Strided,
+    pub w_prepared: Option<Tf32Rounding>,
     pub workspace: usize,
 }
 
@@ -42,16 +44,13 @@ pub(crate) struct Policy {
     pub rounding: Tf32Rounding,
 }
 
-/// The rounding a new [`crate::FusedGemm`] gives: that of the device's fastest kernels.
-pub(crate) fn default_rounding(device: &DeviceInfo) -> Tf32Rounding {
-    if device.is_hopper() {
-        Tf32Rounding::Truncate
-    } else {
-        Tf32Rounding::Nearest
-    }
+/// The rounding a new [`crate::FusedGemm`] gives, on every device: to nearest, as cuBLAS's TF32
+/// GEMM (and PyTorch with TF32 on) does. Truncation is an explicit opt-in.
+pub(crate) fn default_rounding(_device: &DeviceInfo) -> Tf32Rounding {
+    Tf32Rounding::Nearest
 }
 
-/// Least waves of [`Kernel::Sm90Cooperative128x256Cluster2`]'s 256×256 cluster tiles for which
+/// Least waves of [`Kernel::Sm90Cooperative128x256Cluster2Trunc`]'s 256×256 cluster tiles for which
 /// Auto prefers it to the ping-pong: it moves the fewest bytes per FLOP and so holds the highest
 /// clock under the power cap, but with one or two waves its larger tile quantizes worse.
 const LARGE_WAVES: u64 = 3;
@@ -78,13 +77,13 @@ impl Size {
     fn of(s: Shape, device: &DeviceInfo, occupancy: &Occupancy) -> Size {
         let one_wave_of = |k: Kernel| s.tiles(k) <= device.sm_count as u64;
         let clusters = occupancy.max_active_clusters as u64;
-        if clusters > 0 && s.cluster_tiles(Kernel::Sm90Cooperative128x256Cluster2) >= LARGE_WAVES * clusters {
+        if clusters > 0 && s.cluster_tiles(Kernel::Sm90Cooperative128x256Cluster2Trunc) >= LARGE_WAVES * clusters {
             Size::Large
         } else if s.tiles(Kernel::Sm80Mma128x128Vec4) >= device.sm_count as u64 {
             Size::Medium
-        } else if one_wave_of(Kernel::Sm90Pingpong64x64) {
+        } else if one_wave_of(Kernel::Sm90Pingpong64x64Trunc) {
             Size::Small64x64
-        } else if one_wave_of(Kernel::Sm90Pingpong64x128) {
+        } else if one_wave_of(Kernel::Sm90Pingpong64x128Trunc) {
             Size::Small64x128
         } else {
             Size::Small
@@ -95,21 +94,23 @@ impl Size {
 /// Auto's kernels, fastest first: on sm_90 the TMA kernels (the cooperative cluster kernel on
 /// large problems, the 128×128 ping-pong on medium ones, on small ones the 64-row ping-pongs
 /// while their tiles fit in one wave), then mma.sync, 128×256 before 128×128 (which devices
-/// without 144 KiB of shared memory per block fall through to). The first that can run the call
-/// and gives the rounding asked for runs. The scalar-load kernels (any shape) only round to
-/// nearest: they are load-bound, so rounding costs them nothing.
+/// without 144 KiB of shared memory per block fall through to). Each rounding has its own
+/// builds; the first that can run the call runs. The scalar-load kernels (any shape) only round
+/// to nearest: they are load-bound, so rounding costs them nothing.
 fn preference(size: Size, aligned_rows: bool, rounding: Tf32Rounding) -> &'static [Kernel] {
     use Kernel::*;
     use Size::*;
     match (size, aligned_rows, rounding) {
-        (Large, true, Tf32Rounding::Truncate) => &[Sm90Cooperative128x256Cluster2, Sm90Pingpong128x128, Sm80Mma128x256Vec4Trunc, Sm80Mma128x128Vec4Trunc, Sm80Mma64x64Vec4],
-        (Medium, true, Tf32Rounding::Truncate) => &[Sm90Pingpong128x128, Sm80Mma128x256Vec4Trunc, Sm80Mma128x128Vec4Trunc, Sm80Mma64x64Vec4],
+        (Large, true, Tf32Rounding::Truncate) => &[Sm90Cooperative128x256Cluster2Trunc, Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4Trunc, Sm80Mma128x128Vec4Trunc, Sm80Mma64x64Vec4],
+        (Medium, true, Tf32Rounding::Truncate) => &[Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4Trunc, Sm80Mma128x128Vec4Trunc, Sm80Mma64x64Vec4],
+        (Small64x64, true, Tf32Rounding::Truncate) => &[Sm90Pingpong64x64Trunc, Sm80Mma64x64Vec4],
+        (Small64x128, true, Tf32Rounding::Truncate) => &[Sm90Pingpong64x128Trunc, Sm80Mma64x64Vec4],
+        (Small, true, Tf32Rounding::Truncate) => &[Sm90Pingpong128x128Trunc, Sm80Mma64x64Vec4],
         (Large, true, _) => &[Sm90Cooperative128x256Cluster2, Sm90Pingpong128x128, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
         (Medium, true, _) => &[Sm90Pingpong128x128, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
-        (Small64x64, true, Tf32Rounding::Truncate) => &[Sm90Pingpong64x64, Sm80Mma64x64Vec4],
-        (Small64x128, true, Tf32Rounding::Truncate) => &[Sm90Pingpong64x128, Sm80Mma64x64Vec4],
-        (Small, true, Tf32Rounding::Truncate) => &[Sm90Pingpong128x128, Sm80Mma64x64Vec4],
-        (_, true, _) => &[Sm80Mma64x64Vec4],
+        (Small64x64, true, _) => &[Sm90Pingpong64x64, Sm80Mma64x64Vec4],
+        (Small64x128, true, _) => &[Sm90Pingpong64x128, Sm80Mma64x64Vec4],
+        (Small, true, _) => &[Sm90Pingpong128x128, Sm80Mma64x64Vec4],
         (Large | Medium, false, _) => &[Sm80Mma128x256Scalar, Sm80Mma128x128Scalar, Sm80Mma64x64Scalar],
         (_, false, _) => &[Sm80Mma64x64Scalar],
     }
@@ -121,50 +122,52 @@ fn preference(size: Size, aligned_rows: bool, rounding: Tf32Rounding) -> &'stati
 pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy, c: Call) -> Result<Plan> {
     let s = c.shape;
     let (x_ok, w_ok) = (c.x.rows_aligned(s.k), c.w.rows_aligned(s.k));
-    let can_repack = s.k > 0 && repack_len(s, !x_ok, !w_ok) <= c.workspace;
-    let direct = x_ok && w_ok;
-    // 16-byte rows, directly or after repacking into the workspace.
-    let aligned = direct || can_repack;
+    // What a kernel would take from the workspace: unaligned operands repacked, and W repacked
+    // (rounded) for a kernel that reads W rounded when it is not a weight prepared rounded.
+    let w_rounded = c.w_prepared == Some(Tf32Rounding::Nearest);
+    let repacks = |kernel: Kernel| -> (bool, bool) {
+        let aligned = kernel.needs_aligned_rows();
+        (aligned && !x_ok, (aligned && !w_ok) || (kernel.needs_rounded_w() && !w_rounded))
+    };
+    let fits = |kernel: Kernel| {
+        let (x, w) = repacks(kernel);
+        !(x || w) || (s.k > 0 && repack_len(s, x, w) <= c.workspace)
+    };
     let refusal = |kernel: Kernel| -> Option<&'static str> {
         if let Some(why) = unsupported(kernel, device, occupancy) {
             return Some(why);
         }
         match kernel.family() {
             Family::TmaWgmma if s.k == 0 => Some("TMA needs K > 0"),
-            Family::TmaWgmma if !aligned => Some("TMA needs K % 4 == 0, 16-byte-aligned x and w, and leading dimensions that are multiples of 4 (or a workspace to repack them)"),
-            Family::MmaSync if kernel.needs_aligned_rows() && !aligned => Some("16-byte loads need K % 4 == 0, 16-byte-aligned x and w, and leading dimensions that are multiples of 4 (or a workspace to repack them)"),
+            Family::TmaWgmma if !fits(kernel) && (!x_ok || !w_ok) => Some("TMA needs K % 4 == 0, 16-byte-aligned x and w, and leading dimensions that are multiples of 4 (or a workspace to repack them)"),
+            Family::TmaWgmma if !fits(kernel) => Some("this kernel reads W rounded to TF32: pass a prepared weight (FusedGemm::prepare_weight) or a workspace to round W into"),
+            Family::MmaSync if !fits(kernel) => Some("16-byte loads need K % 4 == 0, 16-byte-aligned x and w, and leading dimensions that are multiples of 4 (or a workspace to repack them)"),
             _ => None,
         }
     };
-    // Repack (and so round) both operands even when aligned: how a truncating TMA kernel gives
-    // round-to-nearest results.
-    let mut round_by_repack = false;
     let kernel = match policy.dispatch {
         Dispatch::Force(kernel) => match refusal(kernel) {
             Some(reason) => return Err(Error::KernelUnavailable { kernel, reason }),
             None => kernel,
         },
         Dispatch::Auto => {
+            // Repacking (two extra launches) does not pay on tiny problems: there, operands that
+            // need it go to the scalar-load kernels.
             let worth_repacking = s.macs() >= REPACK_MIN_MACS;
-            let aligned = direct || (can_repack && worth_repacking);
+            let aligned = (x_ok && w_ok) || (s.k > 0 && worth_repacking && fits_any_repack(s, x_ok, w_ok, c.workspace));
             let preferred = preference(Size::of(s, device, occupancy), aligned, policy.rounding);
-            let whole_repack = repack_len(s, true, true);
-            let rounds = |kernel: Kernel| {
-                policy.rounding == Tf32Rounding::Truncate
-                    || kernel.rounding() == Tf32Rounding::Nearest
-                    || (s.k > 0 && worth_repacking && whole_repack <= c.workspace)
+            let cheap = |kernel: Kernel| {
+                let (x, w) = repacks(kernel);
+                !(x || w) || worth_repacking
             };
-            let kernel = *preferred
+            *preferred
                 .iter()
-                .find(|k| refusal(**k).is_none() && rounds(**k))
-                .ok_or(Error::KernelUnavailable { kernel: preferred[0], reason: "no kernel fits this device" })?;
-            round_by_repack = policy.rounding == Tf32Rounding::Nearest && kernel.rounding() == Tf32Rounding::Truncate;
-            kernel
+                .find(|k| refusal(**k).is_none() && cheap(**k))
+                .ok_or(Error::KernelUnavailable { kernel: preferred[0], reason: "no kernel fits this device" })?
         }
     };
     let spec = kernel.spec();
-    let repack = kernel.needs_aligned_rows() && !direct;
-    let (repack_x, repack_w) = (round_by_repack || (repack && !x_ok), round_by_repack || (repack && !w_ok));
+    let (repack_x, repack_w) = repacks(kernel);
     let sk = stream_k::plan(device, occupancy, kernel, s, c.workspace.saturating_sub(repack_len(s, repack_x, repack_w)));
     let grid = match (spec.family, sk) {
         (Family::TmaWgmma, Some(sk)) => spec.cluster_m as u64 * sk.ctas as u64,
@@ -185,12 +188,30 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
         smem_bytes: spec.smem_bytes,
         repack_x,
         repack_w,
-        rounding: if repack_x && repack_w { Tf32Rounding::Nearest } else { spec.rounding },
+        rounding: plan_rounding(kernel, repack_x, repack_w || w_rounded),
         stream_k_tiles: sk.map_or(0, |sk| sk.tiles),
         stream_k_ctas: sk.map_or(0, |sk| sk.ctas),
         tma_store: false,
         workspace: WorkspaceLayout::new(s, repack_x, repack_w, kernel, sk),
     })
+}
+
+/// Whether the workspace holds the repack of whichever operands have unaligned rows.
+fn fits_any_repack(s: Shape, x_ok: bool, w_ok: bool, workspace: usize) -> bool {
+    repack_len(s, !x_ok, !w_ok) <= workspace
+}
+
+/// How the operands the tensor cores saw were rounded: to nearest when X and W both were (by
+/// the kernel, or by a repack or a prepared weight before it), else truncated.
+fn plan_rounding(kernel: Kernel, x_rounded_before: bool, w_rounded_before: bool) -> Tf32Rounding {
+    let nearest = kernel.rounding() == Tf32Rounding::Nearest;
+    let x = nearest || x_rounded_before;
+    let w = (nearest && !kernel.needs_rounded_w()) || w_rounded_before;
+    if x && w {
+        Tf32Rounding::Nearest
+    } else {
+        Tf32Rounding::Truncate
+    }
 }
 
 #[cfg(test)]

@@ -32,13 +32,22 @@ const ALIGNED: u64 = 0x7f00_0000_0000;
 
 /// `select` with an explicit rounding; x and w as (address, ld).
 fn select_kernel(d: &Dev, dispatch: Dispatch, rounding: Tf32Rounding, s: Shape, x: (u64, usize), w: (u64, usize), workspace: usize) -> Result<Plan> {
-    let call = Call { shape: s, x: st(x.0, x.1), w: st(w.0, w.1), workspace };
+    let call = Call { shape: s, x: st(x.0, x.1), w: st(w.0, w.1), w_prepared: None, workspace };
     super::select(&d.info, &d.occ, Policy { dispatch, rounding }, call)
 }
 
-/// `select` with the device's default rounding.
+/// `select` with the rounding of each device's fastest kernels before the sm_90 rounding kernels
+/// existed: truncation on sm_90, round to nearest elsewhere. The rules of the truncating sm_90
+/// kernels are pinned with it; the rounding ones have tests of their own below.
 fn select(d: &Dev, dispatch: Dispatch, s: Shape, x: (u64, usize), w: (u64, usize), workspace: usize) -> Result<Plan> {
-    select_kernel(d, dispatch, default_rounding(&d.info), s, x, w, workspace)
+    let rounding = if d.info.is_hopper() { Tf32Rounding::Truncate } else { Tf32Rounding::Nearest };
+    select_kernel(d, dispatch, rounding, s, x, w, workspace)
+}
+
+/// `select` of a prepared (rounded, 128-byte-aligned) W.
+fn select_prepared(d: &Dev, dispatch: Dispatch, rounding: Tf32Rounding, s: Shape, x: (u64, usize), workspace: usize) -> Result<Plan> {
+    let call = Call { shape: s, x: st(x.0, x.1), w: st(ALIGNED, s.k.next_multiple_of(32)), w_prepared: Some(rounding), workspace };
+    super::select(&d.info, &d.occ, Policy { dispatch, rounding }, call)
 }
 
 #[allow(non_snake_case)]
@@ -58,7 +67,7 @@ fn RTX4090() -> Dev {
 fn auto_prefers_wgmma_on_hopper_and_mma_sync_elsewhere() {
     let s = shape(16384, 4096, 4096);
     let p = select(&H200(), Dispatch::Auto, s, (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
-    assert_eq!(p.kernel, Kernel::Sm90Cooperative128x256Cluster2);
+    assert_eq!(p.kernel, Kernel::Sm90Cooperative128x256Cluster2Trunc);
     assert_eq!(p.grid, 132, "persistent: one CTA per SM (66 clusters of 2)");
     let p = select(&A100(), Dispatch::Auto, s, (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
     assert_eq!((p.kernel, p.grid), (Kernel::Sm80Mma128x256Vec4, 128 * 16));
@@ -85,7 +94,7 @@ fn a_workspace_lets_unaligned_operands_reach_the_fast_kernels() {
     let s = shape(16383, 4095, 4097);
     let need = (16383 + 4095) * 4128;
     let p = select(&H200(), Dispatch::Auto, s, (ALIGNED, 4097), (ALIGNED, 4097), need).unwrap();
-    assert_eq!((p.kernel, p.repack_x, p.repack_w), (Kernel::Sm90Cooperative128x256Cluster2, true, true));
+    assert_eq!((p.kernel, p.repack_x, p.repack_w), (Kernel::Sm90Cooperative128x256Cluster2Trunc, true, true));
     assert_eq!(p.workspace_len(), need);
     // One element short: no repack, the scalar kernel, and still no error.
     let p = select(&H200(), Dispatch::Auto, s, (ALIGNED, 4097), (ALIGNED, 4097), need - 1).unwrap();
@@ -98,7 +107,7 @@ fn a_workspace_lets_unaligned_operands_reach_the_fast_kernels() {
     let p = select(&H200(), Dispatch::Auto, shape(33, 65, 4095), (ALIGNED, 4095), (ALIGNED, 4095), usize::MAX).unwrap();
     assert_eq!((p.kernel, p.repack_x), (Kernel::Sm80Mma64x64Scalar, false));
     // ...unless a kernel that needs them is forced.
-    let g = Dispatch::Force(Kernel::Sm90Pingpong128x128);
+    let g = Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc);
     let p = select(&H200(), g, shape(33, 65, 4095), (ALIGNED, 4095), (ALIGNED, 4095), usize::MAX).unwrap();
     assert!(p.repack_x && p.repack_w);
     // Scalar kernels never repack.
@@ -113,52 +122,72 @@ fn rounding_decides_between_truncating_and_rounding_kernels() {
     let s = shape(16384, 4096, 4096);
     let a = (ALIGNED, 4096);
     let pick = |d: &Dev, r, ws| select_kernel(d, Dispatch::Auto, r, s, a, a, ws).unwrap();
-    // The defaults: truncate on sm_90 (TMA), round before it.
-    assert_eq!(default_rounding(&H200().info), Truncate);
-    assert_eq!(default_rounding(&A100().info), Nearest);
+    // The default rounds to nearest on every device.
+    assert_eq!((default_rounding(&H200().info), default_rounding(&A100().info)), (Nearest, Nearest));
     // A100: the truncating mma.sync kernels only when asked for.
     let p = pick(&A100(), Truncate, 0);
     assert_eq!((p.kernel, p.rounding), (Kernel::Sm80Mma128x256Vec4Trunc, Truncate));
     let p = pick(&A100(), Nearest, usize::MAX);
-    assert_eq!((p.kernel, p.rounding, p.repack_x), (Kernel::Sm80Mma128x256Vec4, Nearest, false));
+    assert_eq!((p.kernel, p.rounding, p.repack_x, p.repack_w), (Kernel::Sm80Mma128x256Vec4, Nearest, false, false));
     let p = pick(&RTX4090(), Truncate, 0);
     assert_eq!(p.kernel, Kernel::Sm80Mma128x128Vec4Trunc, "128×256 does not fit sm_89");
-    // H200, Nearest: the TMA kernel on both operands repacked (rounded), given the room...
-    let need = 2 * 4096 * 4096 + 16384 * 4096;
-    let p = pick(&H200(), Nearest, 16384 * 4096 + 4096 * 4096);
-    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.rounding), (Kernel::Sm90Cooperative128x256Cluster2, true, true, Nearest));
-    assert!(p.workspace_len() < need);
+    // H200, Nearest: the TMA kernel that rounds X in registers, with W rounded into the
+    // workspace (N · K floats: X is not repacked)...
+    let w_len = 4096 * 4096;
+    let p = pick(&H200(), Nearest, w_len);
+    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.rounding), (Kernel::Sm90Cooperative128x256Cluster2, false, true, Nearest));
+    assert_eq!(p.workspace_len(), w_len, "no room left for stream-K");
+    let p = pick(&H200(), Nearest, usize::MAX);
+    assert!(p.repack_w && !p.repack_x && p.stream_k_tiles > 0 && p.workspace_len() > w_len, "{p:?}");
+    // ...or a prepared W, which needs no workspace at all...
+    let p = select_prepared(&H200(), Dispatch::Auto, Nearest, s, a, 0).unwrap();
+    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.rounding, p.workspace_len()), (Kernel::Sm90Cooperative128x256Cluster2, false, false, Nearest, 0));
     // ...else the mma.sync kernels that round in registers.
-    let p = pick(&H200(), Nearest, 16384 * 4096 + 4096 * 4096 - 1);
+    let p = pick(&H200(), Nearest, w_len - 1);
     assert_eq!((p.kernel, p.repack_x, p.repack_w, p.rounding), (Kernel::Sm80Mma128x256Vec4, false, false, Nearest));
     let p = pick(&H200(), Truncate, usize::MAX);
-    assert_eq!((p.kernel, p.repack_x, p.rounding), (Kernel::Sm90Cooperative128x256Cluster2, false, Truncate));
-    // Small problems round with the 64×64 tile either way (not worth a repack).
+    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.rounding), (Kernel::Sm90Cooperative128x256Cluster2Trunc, false, false, Truncate));
+    // Each size class has its rounding kernel, with a prepared W.
+    for (m, k) in [(1, Kernel::Sm90Pingpong64x64), (200, Kernel::Sm90Pingpong64x128), (1024, Kernel::Sm90Pingpong128x128)] {
+        let p = select_prepared(&H200(), Dispatch::Auto, Nearest, shape(m, 4096, 4096), a, 0).unwrap();
+        assert_eq!((p.kernel, p.rounding), (k, Nearest), "M = {m}");
+    }
+    // Small problems with a raw W are not worth a repack: the mma.sync 64×64 tile rounds.
     let small = shape(128, 256, 64);
     let p = select_kernel(&H200(), Dispatch::Auto, Nearest, small, (ALIGNED, 64), (ALIGNED, 64), usize::MAX).unwrap();
-    assert_eq!((p.kernel, p.rounding, p.repack_x), (Kernel::Sm80Mma64x64Vec4, Nearest, false));
+    assert_eq!((p.kernel, p.rounding, p.repack_w), (Kernel::Sm80Mma64x64Vec4, Nearest, false));
     // A forced kernel runs as it is, and the plan says how it rounds.
     let p = select_kernel(&H200(), Dispatch::Force(Kernel::Sm80Mma128x256Vec4Trunc), Nearest, s, a, a, usize::MAX).unwrap();
     assert_eq!((p.rounding, p.repack_x), (Truncate, false));
-    // Unaligned operands: repacking rounds them, so even the TMA kernel gives Nearest.
+    let p = select_prepared(&H200(), Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc), Nearest, s, a, 0).unwrap();
+    assert_eq!(p.rounding, Truncate, "X truncated, whatever W was");
+    // A forced rounding kernel needs W rounded: prepared, or room to round it into.
+    let forced = Dispatch::Force(Kernel::Sm90Pingpong128x128);
+    let e = select_kernel(&H200(), forced, Nearest, s, a, a, w_len - 1).unwrap_err();
+    assert!(matches!(e, Error::KernelUnavailable { .. }) && e.to_string().contains("prepared weight"), "{e}");
+    let p = select_kernel(&H200(), forced, Truncate, s, a, a, w_len).unwrap();
+    assert_eq!((p.repack_w, p.rounding), (true, Nearest), "the kernel rounds whatever the handle asks");
+    // Unaligned operands: repacking rounds them, so even the truncating TMA kernel gives Nearest.
     let u = (ALIGNED, 4097);
     let s = shape(16383, 4095, 4097);
     let p = select_kernel(&H200(), Dispatch::Auto, Truncate, s, u, u, usize::MAX).unwrap();
-    assert_eq!((p.kernel, p.rounding), (Kernel::Sm90Cooperative128x256Cluster2, Nearest));
+    assert_eq!((p.kernel, p.rounding), (Kernel::Sm90Cooperative128x256Cluster2Trunc, Nearest));
+    let p = select_kernel(&H200(), Dispatch::Auto, Nearest, s, u, u, usize::MAX).unwrap();
+    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.rounding), (Kernel::Sm90Cooperative128x256Cluster2, true, true, Nearest));
 }
 
 #[test]
 fn stream_k_when_a_workspace_has_room() {
     let a = |k| (ALIGNED, k);
     // The ping-pong kernel (Auto's choice for fewer than 3 waves of 256×256 cluster tiles).
-    let pp = Dispatch::Force(Kernel::Sm90Pingpong128x128);
+    let pp = Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc);
     let plan = |s: Shape, ws| select(&H200(), pp, s, a(s.k), a(s.k), ws).unwrap();
     let sk_len = |grid: usize, sk: usize| grid * 128 * 128 + sk + 1;
     // At least 8 full waves and a partial one: the reference shape's 4096 tiles are 31 waves
     // of 132 and 4 tiles; those 4 are shared with the wave before (136 stream-K tiles).
     let s = shape(16384, 4096, 4096);
     let p = plan(s, usize::MAX);
-    assert_eq!((p.kernel, p.grid, p.stream_k_tiles), (Kernel::Sm90Pingpong128x128, 132, 136));
+    assert_eq!((p.kernel, p.grid, p.stream_k_tiles), (Kernel::Sm90Pingpong128x128Trunc, 132, 136));
     assert_eq!(p.workspace_len(), sk_len(132, 136));
     // 2048 tiles: 15 waves and 68 tiles, more than a quarter wave: those 68 alone.
     assert_eq!(plan(shape(8192, 4096, 4096), usize::MAX).stream_k_tiles, 68);
@@ -196,7 +225,7 @@ fn stream_k_when_a_workspace_has_room() {
     let repacks = (64 + 3000) * 4128;
     let sk = 94 * 64 * 64 + 47 + 1;
     let p = select(&H200(), Dispatch::Auto, u, a(4097), a(4097), repacks + sk).unwrap();
-    assert_eq!((p.kernel, p.repack_x, p.grid, p.stream_k_tiles), (Kernel::Sm90Pingpong64x64, true, 94, 47));
+    assert_eq!((p.kernel, p.repack_x, p.grid, p.stream_k_tiles), (Kernel::Sm90Pingpong64x64Trunc, true, 94, 47));
     assert_eq!(p.workspace_len(), repacks + sk);
 }
 
@@ -207,28 +236,28 @@ fn stream_k_for_cluster_and_cooperative_kernels_counts_clusters() {
     let reference = shape(16384, 4096, 4096);
     // Cooperative 128×256, no cluster: 2048 tiles = 15 waves of 132 and 68 tiles; two
     // counters per tile (one per consumer warpgroup).
-    let p = forced(Kernel::Sm90Cooperative128x256, reference);
+    let p = forced(Kernel::Sm90Cooperative128x256Trunc, reference);
     assert_eq!((p.grid, p.stream_k_ctas, p.stream_k_tiles), (132, 132, 68));
     assert_eq!(p.workspace_len(), 132 * 128 * 256 + 68 * 2 + 1);
     // Its 2-CTA clusters: 1024 cluster tiles of 256×256 = 15 waves of 66 clusters and 34; a
     // slot of two 128×256 tiles per cluster, a counter per (cluster tile, CTA, consumer).
-    let p = forced(Kernel::Sm90Cooperative128x256Cluster2, reference);
+    let p = forced(Kernel::Sm90Cooperative128x256Cluster2Trunc, reference);
     assert_eq!((p.grid, p.cluster, p.stream_k_ctas, p.stream_k_tiles), (132, 2, 66, 34));
     assert_eq!(p.workspace_len(), 66 * 2 * 128 * 256 + 34 * 2 * 2 + 1);
     // Ping-pong clusters: 2048 cluster tiles = 31 waves of 66 and 2, under a quarter wave:
     // shared with the wave before.
-    let p = forced(Kernel::Sm90Pingpong128x128Cluster2, reference);
+    let p = forced(Kernel::Sm90Pingpong128x128Cluster2Trunc, reference);
     assert_eq!((p.grid, p.stream_k_ctas, p.stream_k_tiles), (132, 66, 68));
     assert_eq!(p.workspace_len(), 66 * 2 * 128 * 128 + 68 * 2 + 1);
     // Split-K: M = 1 has 16 cluster tiles of 256×256, each shared by 4 of the 66 clusters.
-    let p = forced(Kernel::Sm90Cooperative128x256Cluster2, shape(1, 4096, 4096));
+    let p = forced(Kernel::Sm90Cooperative128x256Cluster2Trunc, shape(1, 4096, 4096));
     assert_eq!((p.grid, p.stream_k_ctas, p.stream_k_tiles), (128, 64, 16));
     // 4096³: 256 cluster tiles, 3 waves and 58: too few waves to share the last.
-    let p = forced(Kernel::Sm90Cooperative128x256Cluster2, shape(4096, 4096, 4096));
+    let p = forced(Kernel::Sm90Cooperative128x256Cluster2Trunc, shape(4096, 4096, 4096));
     assert_eq!((p.grid, p.stream_k_tiles), (132, 0));
     // No cluster fits (max_active_clusters = 0): the cluster kernels are refused, never split.
     let no_clusters = no_clusters();
-    let forced_c2 = Dispatch::Force(Kernel::Sm90Cooperative128x256Cluster2);
+    let forced_c2 = Dispatch::Force(Kernel::Sm90Cooperative128x256Cluster2Trunc);
     assert!(select(&no_clusters, forced_c2, reference, a(4096), a(4096), usize::MAX).is_err());
 }
 
@@ -287,9 +316,9 @@ fn small_problems_take_the_small_tile() {
 #[test]
 fn forcing_a_kernel_that_cannot_run_is_an_error() {
     let s = shape(64, 64, 64);
-    let e = select(&A100(), Dispatch::Force(Kernel::Sm90Pingpong128x128), s, (ALIGNED, 64), (ALIGNED, 64), 0).unwrap_err();
-    assert!(matches!(e, Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128, .. }), "{e}");
-    let e = select(&H200(), Dispatch::Force(Kernel::Sm90Pingpong128x128), shape(64, 64, 63), (ALIGNED, 63), (ALIGNED, 63), 0).unwrap_err();
+    let e = select(&A100(), Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc), s, (ALIGNED, 64), (ALIGNED, 64), 0).unwrap_err();
+    assert!(matches!(e, Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128Trunc, .. }), "{e}");
+    let e = select(&H200(), Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc), shape(64, 64, 63), (ALIGNED, 63), (ALIGNED, 63), 0).unwrap_err();
     assert!(matches!(e, Error::KernelUnavailable { .. }), "{e}");
     let e = select(&H200(), Dispatch::Force(Kernel::Sm80Mma128x128Vec4), s, (ALIGNED + 8, 64), (ALIGNED, 64), 0).unwrap_err();
     assert!(e.to_string().contains("16-byte"), "{e}");
@@ -298,7 +327,7 @@ fn forcing_a_kernel_that_cannot_run_is_an_error() {
     assert!(!p.repack_x && !p.repack_w);
 }
 
-const C2: Dispatch = Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2);
+const C2: Dispatch = Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2Trunc);
 
 #[test]
 fn the_cluster_kernel_launches_whole_resident_clusters() {
@@ -317,11 +346,11 @@ fn the_cluster_kernel_launches_whole_resident_clusters() {
     ] {
         let s = shape(m, n, 64);
         let p = select(&H200(), C2, s, (ALIGNED, 64), (ALIGNED, 64), 0).unwrap();
-        assert_eq!(p.kernel, Kernel::Sm90Pingpong128x128Cluster2);
+        assert_eq!(p.kernel, Kernel::Sm90Pingpong128x128Cluster2Trunc);
         assert_eq!(s.cluster_tiles(p.kernel), expected, "{m}×{n}");
         assert_eq!(p.grid, 2 * expected.min(66) as u32, "{m}×{n}: 2 · min(cluster tiles, clusters)");
         assert!(p.grid % 2 == 0 && p.grid <= 2 * H200().occ.max_active_clusters, "{p:?}");
-        assert_eq!((p.cluster, p.block, p.smem_bytes), (2, 384, Kernel::Sm90Pingpong128x128.smem_bytes()));
+        assert_eq!((p.cluster, p.block, p.smem_bytes), (2, 384, Kernel::Sm90Pingpong128x128Trunc.smem_bytes()));
         assert!(!p.repack_x && !p.repack_w);
     }
     // The cap is what the occupancy query said, not SMs / 2 (clusters live inside one GPC).
@@ -329,11 +358,11 @@ fn the_cluster_kernel_launches_whole_resident_clusters() {
     let p = select(&fragmented, C2, shape(16384, 4096, 4096), (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
     assert_eq!((p.grid, p.cluster), (120, 2));
     // The plain ping-pong kernel: no cluster, one CTA per SM.
-    let p = select(&H200(), Dispatch::Force(Kernel::Sm90Pingpong128x128), shape(16384, 4096, 4096), (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
+    let p = select(&H200(), Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc), shape(16384, 4096, 4096), (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
     assert_eq!((p.grid, p.cluster), (132, 1));
     // Every other kernel runs without clusters.
     for k in Kernel::ALL.into_iter().filter(|&k| k.cluster_m() == 1) {
-        let p = select(&H200(), Dispatch::Force(k), shape(300, 200, 64), (ALIGNED, 64), (ALIGNED, 64), 0).unwrap();
+        let p = select(&H200(), Dispatch::Force(k), shape(300, 200, 64), (ALIGNED, 64), (ALIGNED, 64), usize::MAX).unwrap();
         assert_eq!(p.cluster, 1, "{p:?}");
     }
 }
@@ -344,31 +373,31 @@ fn auto_picks_the_cooperative_cluster_kernel_for_at_least_three_waves() {
     // 66 clusters: 198 cluster tiles of 256×256 or more.
     for (m, n, k) in [(16384, 4096, 4096), (4096, 4096, 4096), (8192, 8192, 8192), (12800, 4096, 64)] {
         let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
-        assert_eq!((p.kernel, p.cluster, p.grid), (Kernel::Sm90Cooperative128x256Cluster2, 2, 132), "{m}×{n}×{k}");
+        assert_eq!((p.kernel, p.cluster, p.grid), (Kernel::Sm90Cooperative128x256Cluster2Trunc, 2, 132), "{m}×{n}×{k}");
     }
     // Fewer: the ping-pong (3072 × 4096: 768 tiles of 128×128, but 192 cluster tiles).
     for (m, n, k) in [(3072, 4096, 4096), (2048, 2048, 2048), (1024, 4096, 4096), (384, 4096, 4096), (512, 4096, 4096)] {
         let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
-        assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong128x128, 1), "{m}×{n}×{k}");
+        assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong128x128Trunc, 1), "{m}×{n}×{k}");
     }
     // At most one wave (132) of 64×64 tiles: the 64×64 ping-pong; else of 64×128 tiles: the
     // 64×128 one.
     for (m, n, k) in [(1, 4096, 4096), (128, 4096, 4096), (64, 8192, 64), (257, 129, 4096), (300, 1024, 512)] {
         let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
-        assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong64x64, 1), "{m}×{n}×{k}");
+        assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong64x64Trunc, 1), "{m}×{n}×{k}");
     }
     for (m, n, k) in [(129, 4096, 4096), (256, 4096, 4096), (64, 8512, 64), (300, 2048, 512)] {
         let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
-        assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong64x128, 1), "{m}×{n}×{k}");
+        assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong64x128Trunc, 1), "{m}×{n}×{k}");
     }
     // K % 4 != 0 with room to repack: the operands are repacked for it too.
     let s = shape(16383, 4095, 4097);
     let p = select(&H200(), Dispatch::Auto, s, a(4097), a(4097), usize::MAX).unwrap();
-    assert_eq!((p.kernel, p.repack_x, p.repack_w), (Kernel::Sm90Cooperative128x256Cluster2, true, true));
+    assert_eq!((p.kernel, p.repack_x, p.repack_w), (Kernel::Sm90Cooperative128x256Cluster2Trunc, true, true));
     // No cluster fits: the ping-pong, whatever the size.
     let no_clusters = no_clusters();
     let p = select(&no_clusters, Dispatch::Auto, shape(16384, 4096, 4096), a(4096), a(4096), 0).unwrap();
-    assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong128x128, 1));
+    assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong128x128Trunc, 1));
 }
 
 #[test]
@@ -377,14 +406,14 @@ fn the_cluster_kernel_is_refused_where_it_cannot_run() {
     let a = (ALIGNED, 64);
     for device in [A100(), RTX4090()] {
         let e = select(&device, C2, s, a, a, 0).unwrap_err();
-        assert!(matches!(e, Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128Cluster2, .. }), "{e}");
+        assert!(matches!(e, Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128Cluster2Trunc, .. }), "{e}");
         assert!(e.to_string().contains("sm_90"), "{e}");
     }
     // sm_90, but load() found no room for a cluster (or the occupancy query failed).
     let no_clusters = no_clusters();
     let e = select(&no_clusters, C2, s, a, a, 0).unwrap_err();
     assert!(e.to_string().contains("cluster"), "{e}");
-    assert!(select(&no_clusters, Dispatch::Force(Kernel::Sm90Pingpong128x128), s, a, a, 0).is_ok());
+    assert!(select(&no_clusters, Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc), s, a, a, 0).is_ok());
     // TMA's rules: K = 0, K % 4 != 0, a misaligned base, ld % 4 != 0 (without a workspace).
     let e = select(&H200(), C2, shape(64, 64, 0), (ALIGNED, 0), (ALIGNED, 0), 0).unwrap_err();
     assert!(e.to_string().contains("K > 0"), "{e}");
@@ -395,11 +424,11 @@ fn the_cluster_kernel_is_refused_where_it_cannot_run() {
         ((ALIGNED, 66), (ALIGNED, 64), 64),
     ] {
         let e = select(&H200(), C2, shape(300, 200, k), x, w, 0).unwrap_err();
-        assert!(matches!(e, Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128Cluster2, .. }), "{e}");
+        assert!(matches!(e, Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128Cluster2Trunc, .. }), "{e}");
         assert!(e.to_string().contains("TMA"), "{e}");
         // With a workspace the unaligned operands are repacked, as for the plain kernel.
         let p = select(&H200(), C2, shape(300, 200, k), x, w, usize::MAX).unwrap();
-        assert_eq!((p.kernel, p.grid, p.cluster), (Kernel::Sm90Pingpong128x128Cluster2, 2 * 2 * 2, 2));
+        assert_eq!((p.kernel, p.grid, p.cluster), (Kernel::Sm90Pingpong128x128Cluster2Trunc, 2 * 2 * 2, 2));
         assert!(p.repack_x || p.repack_w, "{p:?}");
     }
 }

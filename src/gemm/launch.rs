@@ -30,7 +30,7 @@ pub(crate) fn launch(kernels: &LoadedKernels, stream: &CudaStream, plan: &Plan, 
     let repack = |src: Strided, rows: usize, region: Option<Region>| -> Result<Strided> {
         let Some(region) = region else { return Ok(src) };
         let dst = Strided { addr: region.addr(a.workspace), ld: repacked_ld(shape.k) };
-        repack_tf32(kernels, stream, src, rows, shape.k, dst)?;
+        repack(kernels, stream, src, rows, shape.k, dst, true)?;
         Ok(dst)
     };
     let x = repack(a.x, shape.m, layout.x)?;
@@ -116,8 +116,9 @@ fn x_box_rows(m: usize, tile_m: u32) -> u32 {
     (m.div_ceil(8) * 8).min(tile_m as usize) as u32
 }
 
-/// Copies `rows × k` of `src` into a dense, TF32-rounded copy at `dst` (rows of `dst.ld`).
-fn repack_tf32(kernels: &LoadedKernels, stream: &CudaStream, src: Strided, rows: usize, k: usize, dst: Strided) -> Result<()> {
+/// Copies `rows × k` of `src` into a dense copy at `dst` (rows of `dst.ld`, padding zeroed),
+/// rounded to TF32 to nearest when `round`.
+pub(crate) fn repack(kernels: &LoadedKernels, stream: &CudaStream, src: Strided, rows: usize, k: usize, dst: Strided, round: bool) -> Result<()> {
     let params = GeRepackParams {
         src: src.addr as *const f32,
         dst: dst.addr as *mut f32,
@@ -125,13 +126,15 @@ fn repack_tf32(kernels: &LoadedKernels, stream: &CudaStream, src: Strided, rows:
         ld_dst: dst.ld as i64,
         rows: rows as i32,
         cols: k as i32,
+        round: round as i32,
     };
     let cfg = LaunchConfig { grid_dim: rowwise_grid(rows, dst.ld / 4, kernels.device.sm_count), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
     let mut launch = stream.launch_builder(&kernels.repack);
     launch.arg(&params);
-    // SAFETY: src is a validated operand (rows × k at stride ld); dst is a 16-byte-aligned
-    // workspace region of rows × dst.ld elements from the plan's layout, which select() fitted
-    // into the workspace; both ordered on `stream` by the caller's guards.
+    // SAFETY: src is a validated operand (rows × k at stride ld); dst is 16-byte aligned with
+    // rows × dst.ld elements (a workspace region of the plan's layout, which select() fitted
+    // into the workspace, or a prepared weight's allocation); both ordered on `stream` by the
+    // caller's guards.
     unsafe { launch.launch(cfg) }?;
     Ok(())
 }

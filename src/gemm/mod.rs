@@ -10,6 +10,7 @@ mod stream_k;
 #[cfg(test)]
 mod test_devices;
 mod validate;
+mod weight;
 mod workspace;
 
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use cudarc::driver::{CudaContext, CudaStream, CudaView, CudaViewMut, DevicePtr, 
 
 pub use dispatch::Dispatch;
 pub use plan::Plan;
+pub use weight::{PreparedWeight, Weight};
 #[cfg(feature = "testbed")]
 pub(crate) use launch::rowwise_grid;
 pub(crate) use shape::Shape;
@@ -70,13 +72,14 @@ impl FusedGemm {
     }
 
     /// A handle sharing the loaded kernels whose [`Dispatch::Auto`] only picks kernels (or
-    /// repacks) that give `rounding`. The default is the rounding of the device's fastest
-    /// kernels: [`Tf32Rounding::Truncate`] on sm_90 (the TMA + wgmma kernels read TMA's tiles
-    /// as they land, like CUTLASS's), [`Tf32Rounding::Nearest`] before it. On sm_90, `Nearest`
-    /// runs the TMA kernel on operands repacked into the workspace of
-    /// [`FusedGemm::run_with_workspace`] (an extra pass over X and W), or without one the
-    /// mma.sync kernels that round in registers (slower). docs/EPILOGUE.md has the error of
-    /// each, docs/BENCHMARKS.md the cost.
+    /// repacks) that give `rounding`. The default is [`Tf32Rounding::Nearest`] on every device,
+    /// as cuBLAS's TF32 GEMM rounds. On sm_90 it runs the TMA kernels that round X in registers,
+    /// on a [`PreparedWeight`] or on W rounded into the workspace of
+    /// [`FusedGemm::run_with_workspace`] (an extra pass over W, taken from 2²⁷ multiply-adds);
+    /// otherwise the mma.sync kernels that round in registers (slower there).
+    /// [`Tf32Rounding::Truncate`] is an opt-in: faster where rounding costs instructions, with a
+    /// larger error biased toward zero. docs/EPILOGUE.md has the error of each,
+    /// docs/BENCHMARKS.md the cost.
     pub fn with_rounding(&self, rounding: Tf32Rounding) -> Self {
         Self { policy: Policy { rounding, ..self.policy }, ..self.clone() }
     }
@@ -117,11 +120,14 @@ impl FusedGemm {
         &self,
         stream: &CudaStream,
         x: &MatrixRef<'_>,
-        w: &MatrixRef<'_>,
+        w: &impl Weight,
         bias: Option<&CudaView<'_, f32>>,
         out: &MatrixMut<'_>,
     ) -> Result<Option<Plan>> {
         self.check_stream(stream)?;
+        let (w, prepared) = w.view();
+        let w = &w;
+        self.check_prepared(prepared)?;
         let shape = self.validate(x, w, bias, out)?;
         if shape.m == 0 || shape.n == 0 {
             return Ok(None);
@@ -129,26 +135,41 @@ impl FusedGemm {
         let (x_ptr, _x_guard) = x.data.device_ptr(stream);
         let (w_ptr, _w_guard) = w.data.device_ptr(stream);
         let (o_ptr, _o_guard) = out.data.device_ptr(stream);
-        let call = Call { shape, x: Strided { addr: x_ptr, ld: x.ld }, w: Strided { addr: w_ptr, ld: w.ld }, workspace: 0 };
+        let call = Call {
+            shape,
+            x: Strided { addr: x_ptr, ld: x.ld },
+            w: Strided { addr: w_ptr, ld: w.ld },
+            w_prepared: prepared,
+            workspace: 0,
+        };
         Ok(Some(self.select(call)?.for_out(shape.n, Strided { addr: o_ptr, ld: out.ld })))
     }
 
     /// f32 elements of workspace [`FusedGemm::run_with_workspace`] would use for this call; 0
     /// when it would use none. It holds, in order: X and W repacked when their rows are not
     /// 16-byte aligned (K % 4 != 0, a misaligned view, or a leading dimension that is not a
-    /// multiple of 4), or when repacking is how the rounding asked for is reached
-    /// ([`FusedGemm::with_rounding`]); then, with fewer output tiles than fit on the device at
+    /// multiple of 4), and W rounded to TF32 for the sm_90 kernels that round X in registers
+    /// but read W rounded (not needed with a [`PreparedWeight`]); then, with fewer output tiles than fit on the device at
     /// once or with at least 8 such waves of them, one partial tile per stream-K CTA and a
     /// counter per shared tile ([`Plan::stream_k_tiles`]).
-    pub fn workspace_len(&self, stream: &CudaStream, x: &MatrixRef<'_>, w: &MatrixRef<'_>) -> Result<usize> {
+    pub fn workspace_len(&self, stream: &CudaStream, x: &MatrixRef<'_>, w: &impl Weight) -> Result<usize> {
         self.check_stream(stream)?;
+        let (w, prepared) = w.view();
+        let w = &w;
+        self.check_prepared(prepared)?;
         let shape = validate::validate_operands(x.extent(), w.extent())?;
         if shape.m == 0 || shape.n == 0 {
             return Ok(0);
         }
         let (x_ptr, _x_guard) = x.data.device_ptr(stream);
         let (w_ptr, _w_guard) = w.data.device_ptr(stream);
-        let call = Call { shape, x: Strided { addr: x_ptr, ld: x.ld }, w: Strided { addr: w_ptr, ld: w.ld }, workspace: usize::MAX };
+        let call = Call {
+            shape,
+            x: Strided { addr: x_ptr, ld: x.ld },
+            w: Strided { addr: w_ptr, ld: w.ld },
+            w_prepared: prepared,
+            workspace: usize::MAX,
+        };
         Ok(self.select(call)?.workspace_len())
     }
 
@@ -162,7 +183,7 @@ impl FusedGemm {
         &self,
         stream: &CudaStream,
         x: &MatrixRef<'_>,
-        w: &MatrixRef<'_>,
+        w: &impl Weight,
         bias: Option<&CudaView<'_, f32>>,
         scale: f32,
         out: &mut MatrixMut<'_>,
@@ -182,7 +203,7 @@ impl FusedGemm {
         &self,
         stream: &CudaStream,
         x: &MatrixRef<'_>,
-        w: &MatrixRef<'_>,
+        w: &impl Weight,
         bias: Option<&CudaView<'_, f32>>,
         scale: f32,
         out: &mut MatrixMut<'_>,
@@ -196,13 +217,16 @@ impl FusedGemm {
         &self,
         stream: &CudaStream,
         x: &MatrixRef<'_>,
-        w: &MatrixRef<'_>,
+        w: &impl Weight,
         bias: Option<&CudaView<'_, f32>>,
         scale: f32,
         out: &mut MatrixMut<'_>,
         workspace: Option<&mut CudaViewMut<'_, f32>>,
     ) -> Result<Option<Plan>> {
         self.check_stream(stream)?;
+        let (w, prepared) = w.view();
+        let w = &w;
+        self.check_prepared(prepared)?;
         let shape = self.validate(x, w, bias, out)?;
         if let Some(ws) = &workspace {
             if ws.stream().context().cu_ctx() != self.kernels.ctx.cu_ctx() {
@@ -241,9 +265,44 @@ impl FusedGemm {
             out: Strided { addr: o_ptr, ld: out.ld },
             workspace: ws_ptr,
         };
-        let plan = self.select(Call { shape, x: a.x, w: a.w, workspace: ws_len })?.for_out(shape.n, a.out);
+        let call = Call { shape, x: a.x, w: a.w, w_prepared: prepared, workspace: ws_len };
+        let plan = self.select(call)?.for_out(shape.n, a.out);
         launch::launch(&self.kernels, stream, &plan, shape, a, scale)?;
         Ok(Some(plan))
+    }
+
+    /// Copies W (N × K, any stride) into a [`PreparedWeight`] on `stream`: rows of whole 128-byte
+    /// lines, rounded to TF32 to nearest when this handle rounds to nearest. Every call of a
+    /// handle with this rounding then takes it in place of W, and the sm_90 kernels read it
+    /// without repacking or rounding it again (no workspace needed for it). Allocates N × ⌈K/32⌉·32
+    /// floats; the copy runs asynchronously on `stream`.
+    pub fn prepare_weight(&self, stream: &Arc<CudaStream>, w: &MatrixRef<'_>) -> Result<PreparedWeight> {
+        self.check_stream(stream)?;
+        if w.data.stream().context().cu_ctx() != self.kernels.ctx.cu_ctx() {
+            return Err(Error::WrongContext { operand: Some(Operand::W) });
+        }
+        let shape = validate::validate_operands(Extent { rows: 0, cols: w.cols, ld: w.cols, len: 0 }, w.extent())?;
+        let ld = workspace::repacked_ld(shape.k);
+        let len = shape.n.checked_mul(ld).ok_or(Error::DimensionTooLarge { what: "N · K", value: shape.n, max: validate::MAX_DIM })?;
+        // SAFETY: the repack below writes every one of the n · ld elements (zeros past K) before
+        // anything can read them (stream order); the one element a 0 × 0 weight allocates is
+        // never read.
+        let mut data = unsafe { stream.alloc::<f32>(len.max(1)) }?;
+        if len > 0 {
+            let (src, _src_guard) = w.data.device_ptr(stream);
+            let (dst, _dst_guard) = data.device_ptr_mut(stream);
+            let round = self.policy.rounding == Tf32Rounding::Nearest;
+            launch::repack(&self.kernels, stream, Strided { addr: src, ld: w.ld }, shape.n, shape.k, Strided { addr: dst, ld }, round)?;
+        }
+        Ok(PreparedWeight::new(data, shape.n, shape.k, ld, self.policy.rounding))
+    }
+
+    /// A prepared weight serves only handles of the rounding it was prepared for.
+    fn check_prepared(&self, prepared: Option<Tf32Rounding>) -> Result<()> {
+        match prepared {
+            Some(r) if r != self.policy.rounding => Err(Error::PreparedForOtherRounding { prepared: r, asked: self.policy.rounding }),
+            _ => Ok(()),
+        }
     }
 
     pub(crate) fn check_stream(&self, stream: &CudaStream) -> Result<()> {

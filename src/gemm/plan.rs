@@ -20,13 +20,14 @@ pub struct Plan {
     /// Dynamic shared memory per CTA, bytes.
     pub smem_bytes: u32,
     /// X was first copied into the workspace (rows padded to whole 128-byte lines, rounded to TF32
-    /// to nearest): its rows are not 16-byte aligned and the kernel needs them to be, or
-    /// repacking is how a truncating kernel gives [`Tf32Rounding::Nearest`].
+    /// to nearest): its rows are not 16-byte aligned and the kernel needs them to be.
     pub repack_x: bool,
-    /// Likewise for W.
+    /// Likewise for W, which is also copied (and so rounded) for the sm_90 kernels that read it
+    /// rounded ([`Kernel::needs_rounded_w`]) when it is not a weight prepared rounded.
     pub repack_w: bool,
-    /// How the operands the tensor cores saw were converted to TF32: the kernel's own
-    /// [`Kernel::rounding`], or [`Tf32Rounding::Nearest`] when both operands were repacked.
+    /// How the operands the tensor cores saw were converted to TF32: [`Tf32Rounding::Nearest`]
+    /// when X and W both were rounded to nearest — by the kernel, by a repack, or (W) as a
+    /// [`crate::PreparedWeight`] of a rounding handle — else [`Tf32Rounding::Truncate`].
     pub rounding: Tf32Rounding,
     /// Tiles that [`Plan::stream_k_ctas`] CTAs share along K (stream-K, one partial tile per
     /// such CTA in the workspace): every tile when there are fewer tiles than fit on the device

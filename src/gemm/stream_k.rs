@@ -102,7 +102,7 @@ mod tests {
     #[test]
     fn split_k_cuts_tma_tiles_into_whole_parts() {
         let (d, o) = (H200, occupancy(&H200));
-        let pp = Kernel::Sm90Pingpong128x128;
+        let pp = Kernel::Sm90Pingpong128x128Trunc;
         // M = 1: 32 tiles of 128×128, 4 CTAs each, at least 8 k-blocks per CTA.
         assert_eq!(plan(&d, &o, pp, shape(1, 4096, 4096), usize::MAX), Some(StreamK { ctas: 128, tiles: 32 }));
         // 15 tiles × 16 k-blocks: 2 parts each.
@@ -120,7 +120,7 @@ mod tests {
     #[test]
     fn a_partial_last_wave_is_shared_after_eight_full_ones() {
         let (d, o) = (H200, occupancy(&H200));
-        let pp = Kernel::Sm90Pingpong128x128;
+        let pp = Kernel::Sm90Pingpong128x128Trunc;
         // 4096 tiles: 31 waves of 132 and 4 tiles, under a quarter wave: shared with the wave before.
         assert_eq!(plan(&d, &o, pp, shape(16384, 4096, 4096), usize::MAX), Some(StreamK { ctas: 132, tiles: 136 }));
         // 2048 tiles: 15 waves and 68 tiles: those 68 alone.
@@ -135,20 +135,20 @@ mod tests {
         let (d, o) = (H200, occupancy(&H200));
         let reference = shape(16384, 4096, 4096);
         // Cooperative 128×256: 2048 tiles = 15 waves and 68; two counters per tile.
-        let k = Kernel::Sm90Cooperative128x256;
+        let k = Kernel::Sm90Cooperative128x256Trunc;
         let sk = plan(&d, &o, k, reference, usize::MAX).unwrap();
         assert_eq!((sk, sk.len(k)), (StreamK { ctas: 132, tiles: 68 }, 132 * 128 * 256 + 68 * 2 + 1));
         // In 2-CTA clusters: 1024 cluster tiles = 15 waves of 66 clusters and 34; a slot of two
         // 128×256 tiles per cluster, a counter per (cluster tile, CTA, consumer).
-        let k = Kernel::Sm90Cooperative128x256Cluster2;
+        let k = Kernel::Sm90Cooperative128x256Cluster2Trunc;
         let sk = plan(&d, &o, k, reference, usize::MAX).unwrap();
         assert_eq!((sk, sk.len(k)), (StreamK { ctas: 66, tiles: 34 }, 66 * 2 * 128 * 256 + 34 * 2 * 2 + 1));
         // Ping-pong clusters: 2048 cluster tiles = 31 waves of 66 and 2: shared with the wave before.
-        let k = Kernel::Sm90Pingpong128x128Cluster2;
+        let k = Kernel::Sm90Pingpong128x128Cluster2Trunc;
         let sk = plan(&d, &o, k, reference, usize::MAX).unwrap();
         assert_eq!((sk, sk.len(k)), (StreamK { ctas: 66, tiles: 68 }, 66 * 2 * 128 * 128 + 68 * 2 + 1));
         // Split-K in clusters: M = 1 has 16 cluster tiles of 256×256, each shared by 4 clusters.
-        let k = Kernel::Sm90Cooperative128x256Cluster2;
+        let k = Kernel::Sm90Cooperative128x256Cluster2Trunc;
         assert_eq!(plan(&d, &o, k, shape(1, 4096, 4096), usize::MAX), Some(StreamK { ctas: 64, tiles: 16 }));
         // No cluster fits: no wave, no stream-K.
         let none = Occupancy { max_active_clusters: 0, ..o };

@@ -26,7 +26,8 @@ pub enum Tf32Rounding {
     Nearest,
     /// The fp32 bits go to the tensor cores, which ignore the low 13 mantissa bits (what CUTLASS's
     /// TF32 kernels on fp32 data do): up to 2⁻¹⁰ per operand, always toward zero, so products are
-    /// biased toward zero. The TMA + wgmma kernels read TMA's tiles as they land and so truncate.
+    /// biased toward zero. Faster where rounding costs instructions in the mainloop; an explicit
+    /// opt-in ([`crate::FusedGemm::with_rounding`]).
     Truncate,
 }
 
@@ -101,8 +102,9 @@ const fn mma(name: &'static str, c: [u32; 6], access: Access, rounding: Tf32Roun
 }
 
 /// A TMA + wgmma configuration (the same six numbers of a `GE_SM90_*` block), launched in
-/// clusters of `cluster_m` CTAs. Every one reads TMA's tiles as they land: it truncates.
-const fn wgmma(name: &'static str, schedule: Schedule, c: [u32; 6], cluster_m: u32) -> Spec {
+/// clusters of `cluster_m` CTAs. `Truncate`: X and W as TMA wrote them; `Nearest`: X rounded in
+/// registers, W read as it is (so it must arrive rounded).
+const fn wgmma(name: &'static str, schedule: Schedule, c: [u32; 6], cluster_m: u32, rounding: Tf32Rounding) -> Spec {
     let [tile_m, tile_n, tile_k, stages, threads, smem_bytes] = c;
     Spec {
         name,
@@ -115,7 +117,7 @@ const fn wgmma(name: &'static str, schedule: Schedule, c: [u32; 6], cluster_m: u
         threads,
         smem_bytes,
         access: Access::AlignedRows,
-        rounding: Tf32Rounding::Truncate,
+        rounding,
         cluster_m,
     }
 }
@@ -126,8 +128,8 @@ macro_rules! kernel_table {
     ($( $(#[$doc:meta])* $variant:ident => $spec:expr; )*) => {
         /// Every kernel in the fatbin. Pick one with [`crate::Dispatch::Force`], or let
         /// [`crate::Dispatch::Auto`] choose. Names say family, schedule, tile and the operand
-        /// access, as the `extern "C"` symbols do (`Sm90Pingpong64x128` is
-        /// `ge_sm90_pingpong_64x128x32_s8`).
+        /// access, as the `extern "C"` symbols do (`Sm90Pingpong64x128Trunc` is
+        /// `ge_sm90_pingpong_64x128x32_s8_trunc`).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         #[non_exhaustive]
         pub enum Kernel {
@@ -169,29 +171,43 @@ kernel_table! {
     /// [`Kernel::Sm80Mma64x64Vec4`] with 4-byte loads: small problems of any shape.
     Sm80Mma64x64Scalar => mma("ge_sm80_mma_64x64x32_s4_scalar", [GE_SM80_MMA_64X64_TILE_M, GE_SM80_MMA_64X64_TILE_N, GE_SM80_MMA_64X64_TILE_K, GE_SM80_MMA_64X64_STAGES, GE_SM80_MMA_64X64_THREADS, GE_SM80_MMA_64X64_SMEM_BYTES], Access::Scalar, Tf32Rounding::Nearest);
     /// TMA + wgmma ping-pong, 128×128×32 tile per consumer warpgroup, 6 stages, persistent
-    /// (sm_90). Auto's TMA kernel between one wave of [`Kernel::Sm90Pingpong64x128`]'s tiles and
-    /// 3 waves of [`Kernel::Sm90Cooperative128x256Cluster2`]'s cluster tiles.
-    Sm90Pingpong128x128 => wgmma("ge_sm90_pingpong_128x128x32_s6", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_TILE_M, GE_SM90_PINGPONG_128X128_TILE_N, GE_SM90_PINGPONG_128X128_TILE_K, GE_SM90_PINGPONG_128X128_STAGES, GE_SM90_PINGPONG_128X128_THREADS, GE_SM90_PINGPONG_128X128_SMEM_BYTES], 1);
+    /// (sm_90); X rounded to nearest in registers, W read rounded ([`Kernel::needs_rounded_w`]).
+    /// Auto's TMA kernel between one wave of [`Kernel::Sm90Pingpong64x128`]'s tiles and 3 waves
+    /// of [`Kernel::Sm90Cooperative128x256Cluster2`]'s cluster tiles.
+    Sm90Pingpong128x128 => wgmma("ge_sm90_pingpong_128x128x32_s6", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_TILE_M, GE_SM90_PINGPONG_128X128_TILE_N, GE_SM90_PINGPONG_128X128_TILE_K, GE_SM90_PINGPONG_128X128_STAGES, GE_SM90_PINGPONG_128X128_THREADS, GE_SM90_PINGPONG_128X128_SMEM_BYTES], 1, Tf32Rounding::Nearest);
+    /// [`Kernel::Sm90Pingpong128x128`] reading X and W from shared memory as TMA wrote them
+    /// ([`Tf32Rounding::Truncate`]).
+    Sm90Pingpong128x128Trunc => wgmma("ge_sm90_pingpong_128x128x32_s6_trunc", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_TILE_M, GE_SM90_PINGPONG_128X128_TILE_N, GE_SM90_PINGPONG_128X128_TILE_K, GE_SM90_PINGPONG_128X128_STAGES, GE_SM90_PINGPONG_128X128_THREADS, GE_SM90_PINGPONG_128X128_SMEM_BYTES], 1, Tf32Rounding::Truncate);
     /// The ping-pong kernel with 64×128×32 tiles and 8 stages (the same shared memory): twice the
     /// tiles, so a small-M problem needs half as many split-K parts per tile. Auto's TMA kernel
     /// when its tiles fit in one wave and [`Kernel::Sm90Pingpong64x64`]'s do not.
-    Sm90Pingpong64x128 => wgmma("ge_sm90_pingpong_64x128x32_s8", Schedule::Pingpong, [GE_SM90_PINGPONG_64X128_TILE_M, GE_SM90_PINGPONG_64X128_TILE_N, GE_SM90_PINGPONG_64X128_TILE_K, GE_SM90_PINGPONG_64X128_STAGES, GE_SM90_PINGPONG_64X128_THREADS, GE_SM90_PINGPONG_64X128_SMEM_BYTES], 1);
+    Sm90Pingpong64x128 => wgmma("ge_sm90_pingpong_64x128x32_s8", Schedule::Pingpong, [GE_SM90_PINGPONG_64X128_TILE_M, GE_SM90_PINGPONG_64X128_TILE_N, GE_SM90_PINGPONG_64X128_TILE_K, GE_SM90_PINGPONG_64X128_STAGES, GE_SM90_PINGPONG_64X128_THREADS, GE_SM90_PINGPONG_64X128_SMEM_BYTES], 1, Tf32Rounding::Nearest);
+    /// [`Kernel::Sm90Pingpong64x128`], truncating.
+    Sm90Pingpong64x128Trunc => wgmma("ge_sm90_pingpong_64x128x32_s8_trunc", Schedule::Pingpong, [GE_SM90_PINGPONG_64X128_TILE_M, GE_SM90_PINGPONG_64X128_TILE_N, GE_SM90_PINGPONG_64X128_TILE_K, GE_SM90_PINGPONG_64X128_STAGES, GE_SM90_PINGPONG_64X128_THREADS, GE_SM90_PINGPONG_64X128_SMEM_BYTES], 1, Tf32Rounding::Truncate);
     /// The ping-pong kernel with 64×64×32 tiles and 12 stages (the same shared memory):
     /// cuBLAS's tile for M ≤ 128. Auto's TMA kernel when its tiles fit in one wave.
-    Sm90Pingpong64x64 => wgmma("ge_sm90_pingpong_64x64x32_s12", Schedule::Pingpong, [GE_SM90_PINGPONG_64X64_TILE_M, GE_SM90_PINGPONG_64X64_TILE_N, GE_SM90_PINGPONG_64X64_TILE_K, GE_SM90_PINGPONG_64X64_STAGES, GE_SM90_PINGPONG_64X64_THREADS, GE_SM90_PINGPONG_64X64_SMEM_BYTES], 1);
+    Sm90Pingpong64x64 => wgmma("ge_sm90_pingpong_64x64x32_s12", Schedule::Pingpong, [GE_SM90_PINGPONG_64X64_TILE_M, GE_SM90_PINGPONG_64X64_TILE_N, GE_SM90_PINGPONG_64X64_TILE_K, GE_SM90_PINGPONG_64X64_STAGES, GE_SM90_PINGPONG_64X64_THREADS, GE_SM90_PINGPONG_64X64_SMEM_BYTES], 1, Tf32Rounding::Nearest);
+    /// [`Kernel::Sm90Pingpong64x64`], truncating.
+    Sm90Pingpong64x64Trunc => wgmma("ge_sm90_pingpong_64x64x32_s12_trunc", Schedule::Pingpong, [GE_SM90_PINGPONG_64X64_TILE_M, GE_SM90_PINGPONG_64X64_TILE_N, GE_SM90_PINGPONG_64X64_TILE_K, GE_SM90_PINGPONG_64X64_STAGES, GE_SM90_PINGPONG_64X64_THREADS, GE_SM90_PINGPONG_64X64_SMEM_BYTES], 1, Tf32Rounding::Truncate);
     /// [`Kernel::Sm90Pingpong128x128`] with its CTAs paired into clusters of 2 along M: the two
     /// compute vertically adjacent tiles and each TMA-multicasts half of their shared W tile to
     /// both. Only [`crate::Dispatch::Force`] selects it.
-    Sm90Pingpong128x128Cluster2 => wgmma("ge_sm90_pingpong_128x128x32_s6_cluster2", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_TILE_M, GE_SM90_PINGPONG_128X128_TILE_N, GE_SM90_PINGPONG_128X128_TILE_K, GE_SM90_PINGPONG_128X128_STAGES, GE_SM90_PINGPONG_128X128_THREADS, GE_SM90_PINGPONG_128X128_SMEM_BYTES], GE_SM90_CLUSTER_M);
+    Sm90Pingpong128x128Cluster2 => wgmma("ge_sm90_pingpong_128x128x32_s6_cluster2", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_TILE_M, GE_SM90_PINGPONG_128X128_TILE_N, GE_SM90_PINGPONG_128X128_TILE_K, GE_SM90_PINGPONG_128X128_STAGES, GE_SM90_PINGPONG_128X128_THREADS, GE_SM90_PINGPONG_128X128_SMEM_BYTES], GE_SM90_CLUSTER_M, Tf32Rounding::Nearest);
+    /// [`Kernel::Sm90Pingpong128x128Cluster2`], truncating.
+    Sm90Pingpong128x128Cluster2Trunc => wgmma("ge_sm90_pingpong_128x128x32_s6_cluster2_trunc", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_TILE_M, GE_SM90_PINGPONG_128X128_TILE_N, GE_SM90_PINGPONG_128X128_TILE_K, GE_SM90_PINGPONG_128X128_STAGES, GE_SM90_PINGPONG_128X128_THREADS, GE_SM90_PINGPONG_128X128_SMEM_BYTES], GE_SM90_CLUSTER_M, Tf32Rounding::Truncate);
     /// TMA + wgmma cooperative, 128×256×32 tile shared by both consumer warpgroups (64 rows each,
     /// `m64n256k8`), 4 stages, persistent (sm_90): fewer shared-memory and L2 bytes per FLOP
     /// than the ping-pong, but no epilogue overlapped with the tensor cores. Only
     /// [`crate::Dispatch::Force`] selects it.
-    Sm90Cooperative128x256 => wgmma("ge_sm90_cooperative_128x256x32_s4", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], 1);
+    Sm90Cooperative128x256 => wgmma("ge_sm90_cooperative_128x256x32_s4", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], 1, Tf32Rounding::Nearest);
+    /// [`Kernel::Sm90Cooperative128x256`], truncating.
+    Sm90Cooperative128x256Trunc => wgmma("ge_sm90_cooperative_128x256x32_s4_trunc", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], 1, Tf32Rounding::Truncate);
     /// [`Kernel::Sm90Cooperative128x256`] in clusters of 2 along M, each CTA multicasting half
     /// of the shared 256-row W tile (cuBLAS's configuration for large TF32 GEMMs on sm_90).
     /// Auto's pick from 3 waves of its 256×256 cluster tiles.
-    Sm90Cooperative128x256Cluster2 => wgmma("ge_sm90_cooperative_128x256x32_s4_cluster2", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], GE_SM90_CLUSTER_M);
+    Sm90Cooperative128x256Cluster2 => wgmma("ge_sm90_cooperative_128x256x32_s4_cluster2", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], GE_SM90_CLUSTER_M, Tf32Rounding::Nearest);
+    /// [`Kernel::Sm90Cooperative128x256Cluster2`], truncating.
+    Sm90Cooperative128x256Cluster2Trunc => wgmma("ge_sm90_cooperative_128x256x32_s4_cluster2_trunc", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], GE_SM90_CLUSTER_M, Tf32Rounding::Truncate);
 }
 
 impl Kernel {
@@ -250,6 +266,14 @@ impl Kernel {
         self.spec().cluster_m
     }
 
+    /// Whether the kernel rounds X itself but reads W as it is given (the sm_90 kernels of
+    /// [`Tf32Rounding::Nearest`]: wgmma takes only X from registers). A call runs such a kernel
+    /// only with W already rounded: a prepared weight, or W repacked into the workspace.
+    pub const fn needs_rounded_w(self) -> bool {
+        let s = self.spec();
+        matches!((s.family, s.rounding), (Family::TmaWgmma, Tf32Rounding::Nearest))
+    }
+
     /// Whether the kernel reads operand rows 16 bytes at a time (or through TMA): it then needs
     /// K % 4 == 0, 16-byte-aligned `x` and `w` and leading dimensions that are multiples of 4,
     /// or a workspace to repack the operands into.
@@ -284,12 +308,12 @@ mod tests {
         let mut name = format!("ge_{arch}_{schedule}_{}x{}x{}_s{}", s.tile_m, s.tile_n, s.tile_k, s.stages);
         if s.family == Family::MmaSync {
             name += if s.access == Access::AlignedRows { "_vec4" } else { "_scalar" };
-            if s.rounding == Tf32Rounding::Truncate {
-                name += "_trunc";
-            }
         }
         if s.cluster_m > 1 {
             name += &format!("_cluster{}", s.cluster_m);
+        }
+        if s.rounding == Tf32Rounding::Truncate {
+            name += "_trunc";
         }
         name
     }
@@ -302,8 +326,8 @@ mod tests {
             let (m, n, _) = k.tile();
             let variant = format!("{k:?}");
             assert!(variant.contains(&format!("{m}x{n}")), "{variant}");
-            assert_eq!(variant.ends_with("Cluster2"), k.cluster_m() == 2, "{variant}");
-            assert_eq!(variant.ends_with("Trunc"), k.family() == Family::MmaSync && k.rounding() == Tf32Rounding::Truncate, "{variant}");
+            assert_eq!(variant.contains("Cluster2"), k.cluster_m() == 2, "{variant}");
+            assert_eq!(variant.ends_with("Trunc"), k.rounding() == Tf32Rounding::Truncate, "{variant}");
         }
         let mut names: Vec<_> = Kernel::ALL.iter().map(|k| k.name()).collect();
         names.sort_unstable();
@@ -334,7 +358,7 @@ mod tests {
                     assert!(s.smem_bytes >= stages + GE_SM90_EPILOGUE_SMEM_BYTES, "{k}");
                     // One store box per consumer fits its half of the epilogue buffers.
                     assert!(s.out_box_rows() * GE_SM90_STORE_BOX_COLS * 4 <= GE_SM90_EPILOGUE_SMEM_BYTES / 2, "{k}");
-                    assert!(s.access == Access::AlignedRows && s.rounding == Tf32Rounding::Truncate, "{k}");
+                    assert!(s.access == Access::AlignedRows, "{k}");
                 }
             }
         }
@@ -345,8 +369,8 @@ mod tests {
         for s in &clustered {
             assert_eq!((s.threads, s.smem_bytes, s.cluster_m), (clustered[0].threads, clustered[0].smem_bytes, 2), "{}", s.name);
         }
-        assert_eq!(Kernel::Sm90Cooperative128x256Cluster2.spec().w_box_rows(), 128);
-        assert_eq!(Kernel::Sm90Cooperative128x256.spec().out_box_rows(), 64);
+        assert_eq!(Kernel::Sm90Cooperative128x256Cluster2Trunc.spec().w_box_rows(), 128);
+        assert_eq!(Kernel::Sm90Cooperative128x256Trunc.spec().out_box_rows(), 64);
         assert_eq!(Kernel::Sm80Mma64x64Vec4.tile(), (64, 64, 32));
     }
 }

@@ -139,10 +139,11 @@ pub struct GeRepackParams {
     pub ld_dst: i64,
     pub rows: i32,
     pub cols: i32,
+    pub round: i32,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of GeRepackParams"][::std::mem::size_of::<GeRepackParams>() - 40usize];
+    ["Size of GeRepackParams"][::std::mem::size_of::<GeRepackParams>() - 48usize];
     ["Alignment of GeRepackParams"][::std::mem::align_of::<GeRepackParams>() - 8usize];
     ["Offset of field: GeRepackParams::src"][::std::mem::offset_of!(GeRepackParams, src) - 0usize];
     ["Offset of field: GeRepackParams::dst"][::std::mem::offset_of!(GeRepackParams, dst) - 8usize];
@@ -154,6 +155,8 @@ const _: () = {
         [::std::mem::offset_of!(GeRepackParams, rows) - 32usize];
     ["Offset of field: GeRepackParams::cols"]
         [::std::mem::offset_of!(GeRepackParams, cols) - 36usize];
+    ["Offset of field: GeRepackParams::round"]
+        [::std::mem::offset_of!(GeRepackParams, round) - 40usize];
 };
 impl Default for GeRepackParams {
     fn default() -> Self {

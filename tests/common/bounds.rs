@@ -5,9 +5,11 @@
 //! Per element, with A = Σ_k |x||w| + |b| and magnitude = (1 + |s|)·A (what
 //! `reference::element` returns):
 //!
-//! 1. Operand rounding to TF32: x̂ = x(1+δ), |δ| ≤ u, where u = 2⁻¹¹ when the kernel rounds to
-//!    nearest (`cvt.rna.tf32`, the mma.sync family, like cuBLAS on sm_80) and u = 2⁻¹⁰ when the
-//!    tensor core truncates the fp32 bits it is fed (the sm_90 wgmma kernel). The product of two
+//! 1. Operand rounding to TF32: x̂ = x(1+δ), |δ| ≤ u, where u = 2⁻¹¹ when both operands were
+//!    rounded to nearest (`cvt.rna.tf32` in the mma.sync kernels, half an ulp added in registers
+//!    by the sm_90 kernels that round X, a repack or a prepared weight for W; like cuBLAS) and
+//!    u = 2⁻¹⁰ when the tensor core truncates the fp32 bits it is fed (the `Trunc` kernels, or W
+//!    read as given): [`Plan::rounding`] says which. The product of two
 //!    TF32 values (11 × 11 significant bits) is exact in fp32, so |x̂ŵ − xw| ≤ (2u + u²)|xw|.
 //! 2. fp32 accumulation of the K products and the bias: each of the ≤ K+1 additions errs by at most
 //!    one unit of its partial sum, whose size is ≤ A. Tensor-core adders are not guaranteed to

@@ -1,4 +1,4 @@
-//! A case: one call's shapes, layout, epilogue parameters and dispatch.
+//! A case: one call's shapes, layout, epilogue parameters, dispatch and how W is passed.
 
 use gemm_epilogue::{Dispatch, FusedGemm, Kernel, Tf32Rounding};
 
@@ -33,8 +33,14 @@ pub struct Case {
     pub x_dist: XDist,
     /// Run through `run_with_workspace` with the workspace `workspace_len` asks for (poisoned).
     pub workspace: bool,
-    /// `FusedGemm::with_rounding`; `None`: the device default.
+    /// `FusedGemm::with_rounding`; `None`: the default ([`FusedGemm::rounding`] of a new handle).
     pub rounding: Option<Tf32Rounding>,
+    /// Pass W as a [`gemm_epilogue::PreparedWeight`]: the fused call gets
+    /// `gemm.prepare_weight(&stream, &w_view)`, prepared by the very handle that runs the case
+    /// ([`Case::gemm`]: its dispatch and rounding), instead of the W view. The inputs, their
+    /// layout and poisoning, the reference and the cuBLAS baseline (which reads the W view) are
+    /// the same either way.
+    pub prepared_w: bool,
 }
 
 impl Case {
@@ -56,6 +62,7 @@ impl Case {
             x_dist: XDist::Unit,
             workspace: false,
             rounding: None,
+            prepared_w: false,
         }
     }
     pub fn rounding(mut self, r: Tf32Rounding) -> Self {
@@ -66,6 +73,16 @@ impl Case {
     /// the test's `Gpu::gemm`, a new handle, the device's default).
     pub fn effective_rounding(&self, gemm: &FusedGemm) -> Tf32Rounding {
         self.rounding.unwrap_or(gemm.rounding())
+    }
+    /// The handle that runs the case: `base` (a test's `Gpu::gemm`) with the case's dispatch and,
+    /// if it has one, its rounding. It also prepares the case's W ([`Case::prepared_w`]).
+    pub fn gemm(&self, base: &FusedGemm) -> FusedGemm {
+        let gemm = base.with_dispatch(self.dispatch);
+        self.rounding.map_or(gemm.clone(), |r| gemm.with_rounding(r))
+    }
+    pub fn prepared_w(mut self, on: bool) -> Self {
+        self.prepared_w = on;
+        self
     }
     pub fn bias(mut self, bias: bool) -> Self {
         self.bias = bias;
@@ -114,9 +131,15 @@ impl Case {
     pub fn x_rows_aligned(&self) -> bool {
         self.k % 4 == 0 && self.off_x % 4 == 0 && self.ldx() % 4 == 0
     }
-    /// [`Case::x_rows_aligned`] for W.
+    /// [`Case::x_rows_aligned`] for the W the call receives. A prepared weight starts its own
+    /// allocation and has a leading dimension of K rounded up to 32: its rows are aligned
+    /// exactly when K % 4 == 0, whatever the layout of the W view it was made from.
     pub fn w_rows_aligned(&self) -> bool {
-        self.k % 4 == 0 && self.off_w % 4 == 0 && self.ldw() % 4 == 0
+        if self.prepared_w {
+            self.k % 4 == 0
+        } else {
+            self.k % 4 == 0 && self.off_w % 4 == 0 && self.ldw() % 4 == 0
+        }
     }
     /// Both operands have 16-byte-aligned rows: what the kernels with
     /// [`Kernel::needs_aligned_rows`] read without a workspace to repack them into.
@@ -126,6 +149,10 @@ impl Case {
     /// The TMA condition of the sm_90 kernels: aligned rows and K > 0.
     pub fn tma_ok(&self) -> bool {
         self.rows_aligned() && self.k > 0
+    }
+    /// Multiply-adds of the GEMM, M·N·K.
+    pub fn macs(&self) -> u64 {
+        self.m as u64 * self.n as u64 * self.k as u64
     }
 }
 

@@ -3,7 +3,7 @@
 //! within the bounds of `bounds`), [`check`] (both), and [`expect_refused`].
 
 use gemm_epilogue::testbed::reference::{self, HostMatrix, RefElement};
-use gemm_epilogue::{Error, Kernel, MatrixMut, Plan};
+use gemm_epilogue::{Dispatch, Error, Kernel, MatrixMut, Plan};
 
 use super::bounds::{coeff, norm, norm_tol, unit_roundoff, Norm, ABS_SLACK, FULL_REF_MACS, MIN_NORM_COUNT, NORM_TOL_CUBLAS, U_CUBLAS};
 use super::case::{out_len, Case};
@@ -12,6 +12,7 @@ use super::gpu::Gpu;
 use super::inputs::{par_map, sample_indices, DeviceInputs, Inputs};
 use super::poison::{assert_all_poisoned, extent, poisoned, take_view_checked};
 use super::rng::{seed, Rng};
+use super::weight::CaseWeight;
 
 /// What a case produced.
 #[derive(Debug)]
@@ -31,24 +32,28 @@ pub fn execute(g: &Gpu, case: &Case, inputs: &Inputs, with_cublas: bool) -> Outc
     execute_on(g, case, &d, with_cublas)
 }
 
+/// [`execute`] on inputs already on the device. The fused call gets W as the case passes it
+/// ([`CaseWeight`]: prepared by the running handle when [`Case::prepared_w`]); cuBLAS always
+/// reads the W view.
 pub fn execute_on(g: &Gpu, case: &Case, d: &DeviceInputs, with_cublas: bool) -> Outcome {
-    let (x, w, b) = (d.x_view(case), d.w_view(case), d.b_view(case));
+    let (x, b) = (d.x_view(case), d.b_view(case));
     let olen = extent(case.m, case.n, case.ldo());
-    let gemm = g.gemm.with_dispatch(case.dispatch);
-    let gemm = case.rounding.map_or(gemm.clone(), |r| gemm.with_rounding(r));
+    let gemm = case.gemm(&g.gemm);
+    let w = CaseWeight::new(&gemm, &g.stream, case, d.w_view(case));
 
     let mut out = g.stream.clone_htod(&poisoned(out_len(case))).expect("upload poison");
     let plan = {
         let mut o = MatrixMut::with_ld(out.slice_mut(case.off_o..case.off_o + olen), case.m, case.n, case.ldo());
         if case.workspace {
-            let len = gemm.workspace_len(&g.stream, &x, &w).expect("workspace_len");
+            let len = w.workspace_len(&gemm, &g.stream, &x).expect("workspace_len");
             let mut ws = g.stream.clone_htod(&poisoned(len.max(1))).expect("upload workspace");
-            gemm.run_with_workspace(&g.stream, &x, &w, b.as_ref(), case.scale, &mut o, &mut ws.as_view_mut())
+            w.run_with_workspace(&gemm, &g.stream, &x, b.as_ref(), case.scale, &mut o, &mut ws.as_view_mut())
         } else {
-            gemm.run(&g.stream, &x, &w, b.as_ref(), case.scale, &mut o)
+            w.run(&gemm, &g.stream, &x, b.as_ref(), case.scale, &mut o)
         }
         .unwrap_or_else(|e| panic!("fused run failed for {case:?}: {e}"))
     };
+    let w_view = d.w_view(case);
     let host = g.stream.clone_dtoh(&out).expect("download out");
     let fused = take_view_checked(&host, case.off_o, case.m, case.n, case.ldo(), &format!("fused {plan:?} {case:?}"));
 
@@ -63,7 +68,7 @@ pub fn execute_on(g: &Gpu, case: &Case, d: &DeviceInputs, with_cublas: bool) -> 
         {
             let mut o = MatrixMut::with_ld(out.slice_mut(case.off_o..case.off_o + olen), case.m, case.n, case.ldo());
             g.baseline
-                .linear_scale_residual(&x, &w, b.as_ref(), case.scale, &mut o)
+                .linear_scale_residual(&x, &w_view, b.as_ref(), case.scale, &mut o)
                 .unwrap_or_else(|e| panic!("cuBLAS baseline failed for {case:?}: {e}"));
         }
         let host = g.stream.clone_dtoh(&out).expect("download cublas out");
@@ -236,28 +241,32 @@ pub fn epilogue_f32(v: f32, s: f32) -> f32 {
 }
 
 /// Forcing `kernel` on `case` must fail with `KernelUnavailable` for that kernel — in
-/// [`gemm_epilogue::FusedGemm::plan`], in [`gemm_epilogue::FusedGemm::workspace_len`] for a case with a workspace, and in the
-/// run itself (with a workspace of Auto's length) — and leave the (poisoned) output untouched.
+/// [`gemm_epilogue::FusedGemm::plan`], in [`gemm_epilogue::FusedGemm::workspace_len`] for a case
+/// with a workspace, and in the run itself (with a workspace of the length Auto of the same
+/// rounding asks for) — and leave the (poisoned) output untouched. W is passed as the case says
+/// (prepared by the forcing handle when [`Case::prepared_w`]).
 pub fn expect_refused(g: &Gpu, case: &Case, kernel: Kernel, rng: &mut Rng) {
     let inputs = Inputs::generate(case, rng);
     let d = DeviceInputs::upload(g, &inputs);
-    let (x, w, b) = (d.x_view(case), d.w_view(case), d.b_view(case));
-    let gemm = g.gemm.with_dispatch(case.dispatch);
-    let gemm = case.rounding.map_or(gemm.clone(), |r| gemm.with_rounding(r));
+    let case = &case.force(kernel);
+    let (x, b) = (d.x_view(case), d.b_view(case));
+    let gemm = case.gemm(&g.gemm);
+    let w = CaseWeight::new(&gemm, &g.stream, case, d.w_view(case));
     let mut out = g.stream.clone_htod(&poisoned(out_len(case))).expect("upload poison");
     let len = extent(case.m, case.n, case.ldo());
     let r = {
         let mut o = MatrixMut::with_ld(out.slice_mut(case.off_o..case.off_o + len), case.m, case.n, case.ldo());
-        let planned = gemm.plan(&g.stream, &x, &w, b.as_ref(), &o);
+        let planned = w.plan(&gemm, &g.stream, &x, b.as_ref(), &o);
         assert!(is_refused(&planned, kernel), "plan: forcing {kernel:?} on {case:?} should be refused, got {planned:?}");
         if case.workspace {
-            let wl = gemm.workspace_len(&g.stream, &x, &w);
+            let wl = w.workspace_len(&gemm, &g.stream, &x);
             assert!(is_refused(&wl, kernel), "workspace_len: forcing {kernel:?} on {case:?} should be refused, got {wl:?}");
-            let ws_len = g.gemm.workspace_len(&g.stream, &x, &w).expect("Auto's workspace_len");
+            let auto = gemm.with_dispatch(Dispatch::Auto);
+            let ws_len = w.workspace_len(&auto, &g.stream, &x).expect("Auto's workspace_len");
             let mut ws = g.stream.clone_htod(&poisoned(ws_len.max(1))).expect("upload workspace");
-            gemm.run_with_workspace(&g.stream, &x, &w, b.as_ref(), case.scale, &mut o, &mut ws.as_view_mut())
+            w.run_with_workspace(&gemm, &g.stream, &x, b.as_ref(), case.scale, &mut o, &mut ws.as_view_mut())
         } else {
-            gemm.run(&g.stream, &x, &w, b.as_ref(), case.scale, &mut o)
+            w.run(&gemm, &g.stream, &x, b.as_ref(), case.scale, &mut o)
         }
     };
     assert!(is_refused(&r, kernel), "forcing {kernel:?} on {case:?} should be refused, got {r:?}");

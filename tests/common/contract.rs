@@ -1,15 +1,24 @@
 //! What the crate promises about a call, stated with its public facts — a kernel's
-//! [`Kernel::family`], [`Kernel::needs_aligned_rows`], [`Kernel::rounding`] and launch shape, what
-//! fits on the device ([`FusedGemm::wave`]) and the rounding Auto delivers
-//! ([`FusedGemm::rounding`]) — rather than by re-deriving the dispatch rules (preference tables,
-//! kernel names): which forced kernels must accept a case, and what every plan must satisfy.
+//! [`Kernel::family`], [`Kernel::needs_aligned_rows`], [`Kernel::needs_rounded_w`],
+//! [`Kernel::rounding`] and launch shape, what fits on the device
+//! ([`gemm_epilogue::FusedGemm::wave`]), the rounding of the handle
+//! ([`gemm_epilogue::FusedGemm::rounding`]) and whether W is a prepared weight — rather than by
+//! re-deriving the dispatch rules (preference tables, kernel names): which forced kernels must
+//! accept a case, and what every plan must satisfy.
 
-use gemm_epilogue::{Dispatch, Error, Family, FusedGemm, Kernel, MatrixMut, Plan, Tf32Rounding};
+use gemm_epilogue::{Dispatch, Error, Family, Kernel, MatrixMut, Plan, Tf32Rounding};
 
 use super::case::{out_len, Case};
 use super::gpu::Gpu;
 use super::inputs::DeviceInputs;
 use super::poison::extent;
+use super::weight::CaseWeight;
+
+/// Multiply-adds from which Auto repacks operands into the workspace (two extra launches): below
+/// it, operands whose rows are not aligned go to the 4-byte-load kernels, and on sm_90 a raw W
+/// is not rounded into the workspace for a rounding TMA kernel (the mma.sync kernels that round
+/// in registers run instead). The crate documents the rule, not the number's name.
+pub const REPACK_MIN_MACS: u64 = 1 << 27;
 
 /// Whether forcing `kernel` on `case` must be accepted on this device, as specified:
 /// - M or N = 0: there is nothing to do, and every dispatch says so (`Ok(None)`);
@@ -17,8 +26,11 @@ use super::poison::extent;
 ///   [`Family::TmaWgmma`] kernel off sm_90: asserted here);
 /// - a [`Family::TmaWgmma`] kernel refuses K = 0 (TMA cannot describe an empty row);
 /// - a kernel that [`Kernel::needs_aligned_rows`] refuses operands whose rows are not 16-byte
-///   aligned ([`Case::rows_aligned`]), unless the call has a workspace to repack them into
-///   (which needs K > 0).
+///   aligned ([`Case::rows_aligned`], which for a prepared W means K % 4 == 0), unless the call
+///   has a workspace to repack them into (which needs K > 0);
+/// - a kernel that [`Kernel::needs_rounded_w`] refuses a raw W, unless the call has a workspace
+///   to round it into (K > 0): it runs on a prepared weight ([`Case::prepared_w`]) or on W
+///   repacked, never on the caller's W as it is.
 pub fn specified_to_accept(g: &Gpu, case: &Case, kernel: Kernel) -> bool {
     if case.m == 0 || case.n == 0 {
         return true;
@@ -28,78 +40,109 @@ pub fn specified_to_accept(g: &Gpu, case: &Case, kernel: Kernel) -> bool {
         assert!(!runs_here, "{kernel:?} has a wave on {:?}, which is not sm_90", g.gemm.device());
     }
     let tma = kernel.family() == Family::TmaWgmma;
-    let rows_ok = !kernel.needs_aligned_rows() || case.rows_aligned() || (case.workspace && case.k > 0);
-    runs_here && !(tma && case.k == 0) && rows_ok
+    let room_to_repack = case.workspace && case.k > 0;
+    let rows_ok = !kernel.needs_aligned_rows() || case.rows_aligned() || room_to_repack;
+    let w_ok = !kernel.needs_rounded_w() || case.prepared_w || room_to_repack;
+    runs_here && !(tma && case.k == 0) && rows_ok && w_ok
 }
 
-/// Asks the crate whether forcing `kernel` on `case` is accepted — [`FusedGemm::plan`] on the
-/// case's views, or for a case with a workspace [`FusedGemm::workspace_len`] (which plans with
-/// room for every repack) — asserts that the answer is the specified one
-/// ([`specified_to_accept`]) and returns it. A refusal must be `KernelUnavailable` naming
-/// `kernel`.
+/// Whether [`specified_to_accept`] refuses `case` only because `kernel` needs W rounded and gets
+/// neither a prepared weight nor a workspace: its refusal must then say so ("prepared weight").
+fn refused_for_want_of_rounded_w(g: &Gpu, case: &Case, kernel: Kernel) -> bool {
+    kernel.needs_rounded_w()
+        && !specified_to_accept(g, case, kernel)
+        && specified_to_accept(g, &case.prepared_w(true), kernel)
+        && case.w_rows_aligned() == case.prepared_w(true).w_rows_aligned()
+}
+
+/// Asks the crate whether forcing `kernel` on `case` is accepted —
+/// [`gemm_epilogue::FusedGemm::plan`] on the case's views (W prepared by the forcing handle when
+/// [`Case::prepared_w`]), or for a case with a workspace
+/// [`gemm_epilogue::FusedGemm::workspace_len`] (which plans with room for every repack) — asserts
+/// that the answer is the specified one ([`specified_to_accept`]) and returns it. A refusal must
+/// be `KernelUnavailable` naming `kernel`, and one for want of a rounded W must mention the
+/// prepared weight.
 pub fn accepts(g: &Gpu, case: &Case, kernel: Kernel) -> bool {
     let d = DeviceInputs::zeroed(g, case);
-    let (x, w, b) = (d.x_view(case), d.w_view(case), d.b_view(case));
-    let gemm = forced(&g.gemm, case, kernel);
+    let forced = case.force(kernel);
+    let gemm = forced.gemm(&g.gemm);
+    let (x, b) = (d.x_view(case), d.b_view(case));
+    let w = CaseWeight::new(&gemm, &g.stream, case, d.w_view(case));
     let answer = if case.workspace {
-        gemm.workspace_len(&g.stream, &x, &w).map(|_| ())
+        w.workspace_len(&gemm, &g.stream, &x).map(|_| ())
     } else {
         let mut out = g.stream.alloc_zeros::<f32>(out_len(case)).expect("allocate out");
         let len = extent(case.m, case.n, case.ldo());
         let o = MatrixMut::with_ld(out.slice_mut(case.off_o..case.off_o + len), case.m, case.n, case.ldo());
-        gemm.plan(&g.stream, &x, &w, b.as_ref(), &o).map(|_| ())
+        w.plan(&gemm, &g.stream, &x, b.as_ref(), &o).map(|_| ())
     };
     let accepted = match answer {
         Ok(()) => true,
-        Err(Error::KernelUnavailable { kernel: k, .. }) if k == kernel => false,
+        Err(e @ Error::KernelUnavailable { kernel: k, .. }) if k == kernel => {
+            if refused_for_want_of_rounded_w(g, case, kernel) {
+                assert!(e.to_string().contains("prepared weight"), "forcing {kernel:?} on {case:?}: a refusal for want of a rounded W must point to the prepared weight: {e}");
+            }
+            false
+        }
         Err(e) => panic!("forcing {kernel:?} on {case:?}: expected a plan or KernelUnavailable, got {e:?}"),
     };
     let specified = specified_to_accept(g, case, kernel);
     assert_eq!(
         accepted,
         specified,
-        "forcing {kernel:?} on {case:?}: the crate {} it, the specification {} it (rows aligned {}, K {}, workspace {}, wave {})",
+        "forcing {kernel:?} on {case:?}: the crate {} it, the specification {} it (rows aligned {}, K {}, workspace {}, prepared W {}, wave {})",
         if accepted { "accepts" } else { "refuses" },
         if specified { "accepts" } else { "refuses" },
         case.rows_aligned(),
         case.k,
         case.workspace,
+        case.prepared_w,
         g.gemm.wave(kernel)
     );
     accepted
-}
-
-/// `gemm` forcing `kernel`, with the case's rounding (if any).
-fn forced(gemm: &FusedGemm, case: &Case, kernel: Kernel) -> FusedGemm {
-    let gemm = gemm.with_dispatch(Dispatch::Force(kernel));
-    case.rounding.map_or(gemm.clone(), |r| gemm.with_rounding(r))
 }
 
 /// The promises every plan of a non-empty `case` keeps, whatever the dispatch, and those of
 /// Auto, stated with public facts:
 /// - the launch is the kernel's: `cluster`, `block` and `smem_bytes` from [`Kernel::cluster_m`],
 ///   [`Kernel::threads`] and [`Kernel::smem_bytes`], a grid of whole clusters; no stream-K
-///   without a workspace;
-/// - an operand whose rows are not 16-byte aligned is repacked exactly when the kernel
-///   [`Kernel::needs_aligned_rows`] (so without a workspace such a case runs a kernel that does
-///   not); repacks happen only with a workspace;
-/// - [`Plan::rounding`] is the kernel's own, or `Nearest` when both operands were repacked; an
-///   aligned operand is repacked only by Auto, together with the other, to give a truncating
-///   kernel round-to-nearest operands when `Nearest` was asked for;
+///   and no repack without a workspace;
+/// - repacks, exactly: X is repacked iff the kernel [`Kernel::needs_aligned_rows`] and X's rows
+///   are not aligned; W is repacked iff the kernel needs aligned rows and W's are not (a prepared
+///   W's are when K % 4 == 0), or the kernel [`Kernel::needs_rounded_w`] and W is not a prepared
+///   weight. Nothing else is ever repacked;
+/// - [`Plan::rounding`] is `Nearest` iff both operands reached the tensor cores rounded: X when
+///   the kernel rounds ([`Kernel::rounding`] is `Nearest`, which for a kernel that needs W
+///   rounded means X in registers) or X was repacked; W when the kernel rounds it (`Nearest`
+///   and not [`Kernel::needs_rounded_w`]), or it was repacked, or it is a weight prepared by a
+///   `Nearest` handle (the only kind a `Nearest` handle accepts; a `Truncate` handle's prepared
+///   weight holds W's bits as they were). Else `Truncate`;
 /// - the TMA store runs exactly for a TMA kernel and an output with 16-byte rows
 ///   ([`Plan::tma_store`]).
 ///
 /// Auto, with the rounding the case asks for ([`Case::effective_rounding`], by default
-/// [`FusedGemm::rounding`]):
-/// - `Nearest` asked is delivered, on any device (kernels that round in registers run where no
-///   truncating kernel can be fed repacked operands);
+/// [`gemm_epilogue::FusedGemm::rounding`], `Nearest` on every device):
+/// - `Nearest` asked is delivered, on any device;
 /// - operands with aligned rows run a kernel that reads 16-byte rows (no fallback to 4-byte
 ///   loads);
-/// - on sm_90 with truncation asked, operands TMA can read (directly, or repacked into the
-///   workspace) run a [`Family::TmaWgmma`] kernel.
+/// - off sm_90 it runs an mma.sync kernel;
+/// - on sm_90, operands TMA can read — directly ([`Case::tma_ok`]), or repacked into a workspace
+///   (K > 0 and at least [`REPACK_MIN_MACS`] multiply-adds, or as the plan shows) — run a
+///   [`Family::TmaWgmma`] kernel when truncation is asked, as before, and when `Nearest` is asked
+///   with a prepared W;
+/// - on sm_90 with `Nearest` asked and a raw W, a TMA kernel exactly when W can be rounded into
+///   the workspace and that pays: a workspace, K > 0 and at least [`REPACK_MIN_MACS`]
+///   multiply-adds; otherwise the mma.sync kernels that round in registers.
 pub fn assert_plan_keeps_the_contract(g: &Gpu, case: &Case, p: &Plan) {
     let k = p.kernel;
-    let ctx = format!("{p:?} for {case:?} (rows aligned x {} w {}, hopper {})", case.x_rows_aligned(), case.w_rows_aligned(), g.is_hopper());
+    let asked = case.effective_rounding(&g.gemm);
+    let ctx = format!(
+        "{p:?} for {case:?} (rows aligned x {} w {}, prepared W {}, asked {asked:?}, hopper {})",
+        case.x_rows_aligned(),
+        case.w_rows_aligned(),
+        case.prepared_w,
+        g.is_hopper()
+    );
     // The launch shape is the kernel's.
     assert_eq!((p.cluster, p.block, p.smem_bytes), (k.cluster_m(), k.threads(), k.smem_bytes()), "launch shape of {ctx}");
     assert!(p.grid > 0 && p.grid % p.cluster == 0, "grid of {ctx}");
@@ -107,27 +150,26 @@ pub fn assert_plan_keeps_the_contract(g: &Gpu, case: &Case, p: &Plan) {
         assert!(!p.repack_x && !p.repack_w, "repacked without a workspace: {ctx}");
         assert_eq!((p.stream_k_tiles, p.stream_k_ctas), (0, 0), "stream-K without a workspace: {ctx}");
     }
-    // Unaligned operands are repacked exactly for the kernels that read 16-byte rows.
-    for (what, aligned, repacked) in [("x", case.x_rows_aligned(), p.repack_x), ("w", case.w_rows_aligned(), p.repack_w)] {
-        if !aligned {
-            assert_eq!(repacked, k.needs_aligned_rows(), "{what} has unaligned rows: repacked iff the kernel needs aligned rows; {ctx}");
-        }
-    }
-    // Rounding: the kernel's, or to nearest by the repack of both operands.
-    let both = p.repack_x && p.repack_w;
-    assert_eq!(p.rounding, if both { Tf32Rounding::Nearest } else { k.rounding() }, "rounding of {ctx}");
+    // Repacks: unaligned rows for a kernel that reads 16-byte rows, and a raw W for a kernel that
+    // reads W rounded; nothing else.
+    let repack_x = k.needs_aligned_rows() && !case.x_rows_aligned();
+    let repack_w = (k.needs_aligned_rows() && !case.w_rows_aligned()) || (k.needs_rounded_w() && !case.prepared_w);
+    assert_eq!(p.repack_x, repack_x, "X is repacked iff the kernel needs aligned rows and X's are not: {ctx}");
+    assert_eq!(
+        p.repack_w,
+        repack_w,
+        "W is repacked iff the kernel needs aligned rows and W's are not, or it reads W rounded and W is not prepared: {ctx}"
+    );
+    // Rounding: Nearest iff both operands were rounded, by the kernel or before it.
+    let nearest = k.rounding() == Tf32Rounding::Nearest;
+    let x_rounded = nearest || p.repack_x;
+    let w_rounded = (nearest && !k.needs_rounded_w()) || p.repack_w || (case.prepared_w && asked == Tf32Rounding::Nearest);
+    let rounding = if x_rounded && w_rounded { Tf32Rounding::Nearest } else { Tf32Rounding::Truncate };
+    assert_eq!(p.rounding, rounding, "rounding (X rounded {x_rounded}, W rounded {w_rounded}) of {ctx}");
     // TMA store: a TMA kernel and an output with 16-byte rows at 16-byte-aligned addresses.
     let out_rows_aligned = case.off_o % 4 == 0 && case.n % 4 == 0 && case.ldo() % 4 == 0;
     assert_eq!(p.tma_store, k.family() == Family::TmaWgmma && out_rows_aligned, "TMA store of {ctx}");
 
-    let asked = case.effective_rounding(&g.gemm);
-    // Aligned operands are repacked only by Auto, to round them for a truncating kernel.
-    if (p.repack_x && case.x_rows_aligned()) || (p.repack_w && case.w_rows_aligned()) {
-        assert!(
-            case.dispatch == Dispatch::Auto && both && k.rounding() == Tf32Rounding::Truncate && asked == Tf32Rounding::Nearest,
-            "repacked operands that were aligned already: {ctx}"
-        );
-    }
     match case.dispatch {
         Dispatch::Force(forced) => assert_eq!(k, forced, "forced {forced:?} but {ctx}"),
         Dispatch::Auto => {
@@ -137,8 +179,28 @@ pub fn assert_plan_keeps_the_contract(g: &Gpu, case: &Case, p: &Plan) {
             if case.rows_aligned() {
                 assert!(k.needs_aligned_rows(), "Auto fell back to 4-byte loads on aligned rows: {ctx}");
             }
-            if g.is_hopper() && asked == Tf32Rounding::Truncate && (case.tma_ok() || p.repack_x || p.repack_w) {
-                assert_eq!(k.family(), Family::TmaWgmma, "Auto on sm_90, truncation asked, operands TMA can read: {ctx}");
+            if !g.is_hopper() {
+                assert_eq!(k.family(), Family::MmaSync, "Auto off sm_90: {ctx}");
+                return;
+            }
+            let repack_pays = case.workspace && case.k > 0 && case.macs() >= REPACK_MIN_MACS;
+            let tma_readable = case.tma_ok() || repack_pays || p.repack_x || p.repack_w;
+            match asked {
+                Tf32Rounding::Truncate if tma_readable => {
+                    assert_eq!(k.family(), Family::TmaWgmma, "Auto on sm_90, truncation asked, operands TMA can read: {ctx}");
+                }
+                Tf32Rounding::Nearest if case.prepared_w && tma_readable => {
+                    assert_eq!(k.family(), Family::TmaWgmma, "Auto on sm_90, Nearest asked, a prepared W and operands TMA can read: {ctx}");
+                }
+                Tf32Rounding::Nearest if !case.prepared_w => {
+                    let tma = if repack_pays { Family::TmaWgmma } else { Family::MmaSync };
+                    assert_eq!(
+                        k.family(),
+                        tma,
+                        "Auto on sm_90, Nearest asked, a raw W: TMA iff W can be rounded into a workspace and the problem has at least 2^27 multiply-adds: {ctx}"
+                    );
+                }
+                _ => {}
             }
         }
     }

@@ -110,12 +110,18 @@ impl DeviceInputs {
         MatrixRef::with_ld(self.x.slice(case.off_x..case.off_x + len), case.m, case.k, case.ldx())
     }
     pub fn w_view(&self, case: &Case) -> MatrixRef<'_> {
-        let len = extent(case.n, case.k, case.ldw());
-        MatrixRef::with_ld(self.w.slice(case.off_w..case.off_w + len), case.n, case.k, case.ldw())
+        w_view_of(&self.w, case)
     }
     pub fn b_view(&self, case: &Case) -> Option<CudaView<'_, f32>> {
         self.b.as_ref().map(|b| b.slice(case.off_b..case.off_b + case.n))
     }
+}
+
+/// The W view of `case` in its W buffer (what [`DeviceInputs::w_view`] returns, borrowing only
+/// the W buffer: X can be rewritten while it lives).
+pub fn w_view_of<'a>(w: &'a CudaSlice<f32>, case: &Case) -> MatrixRef<'a> {
+    let len = extent(case.n, case.k, case.ldw());
+    MatrixRef::with_ld(w.slice(case.off_w..case.off_w + len), case.n, case.k, case.ldw())
 }
 
 /// Splits 0..n over the CPU cores and collects one result per chunk.

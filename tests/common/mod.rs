@@ -18,12 +18,18 @@
 //! - `rng`: [`seed`], [`rng`], [`Rng`];
 //! - `poison`: the poison and padding bits, how a view lies in its buffer, and the checks that
 //!   nothing outside a view was written;
-//! - `case`: [`Case`] (one call: shape, layout, epilogue, dispatch) and [`XDist`];
+//! - `case`: [`Case`] (one call: shape, layout, epilogue, dispatch, rounding, and whether W is
+//!   passed prepared) and [`XDist`];
+//! - `weight`: [`CaseWeight`], W as a case passes it (the view, or a
+//!   [`gemm_epilogue::PreparedWeight`] made by the handle that runs the case), with the calls
+//!   spelled out for both kinds;
 //! - `contract`: what the crate promises about a call, in terms of its public kernel facts
-//!   ([`gemm_epilogue::Kernel::needs_aligned_rows`], [`gemm_epilogue::Kernel::family`],
+//!   ([`gemm_epilogue::Kernel::needs_aligned_rows`], [`gemm_epilogue::Kernel::needs_rounded_w`],
+//!   [`gemm_epilogue::Kernel::family`], [`gemm_epilogue::Kernel::rounding`],
 //!   [`gemm_epilogue::FusedGemm::wave`], [`gemm_epilogue::FusedGemm::rounding`]): which forced
-//!   kernels must accept a case ([`accepts`]) and what Auto's plan must satisfy
+//!   kernels must accept a case ([`accepts`]) and what every plan, and Auto's, must satisfy
 //!   ([`assert_plan_keeps_the_contract`]);
+//! - `twins`: a rounding kernel and its truncating twin ([`trunc_twin`], [`rounding_twin`]);
 //! - `bounds`: the error bounds (their derivation is that module's documentation);
 //! - `inputs`: [`Inputs`] on the host, [`DeviceInputs`] on the device, and the parallel helpers
 //!   that generate and check them;
@@ -40,6 +46,8 @@ mod gpu;
 mod inputs;
 mod poison;
 mod rng;
+mod twins;
+mod weight;
 
 // The harness, flat: `common::check`, `common::Case`, … Not every test binary uses every item.
 #[allow(unused_imports)]
@@ -49,12 +57,16 @@ pub use case::{out_len, Case, XDist};
 #[allow(unused_imports)]
 pub use check::{check, check_inputs, epilogue_f32, execute, execute_on, expect_refused, verify, Outcome};
 #[allow(unused_imports)]
-pub use contract::{accepts, assert_plan_keeps_the_contract, specified_to_accept};
+pub use contract::{accepts, assert_plan_keeps_the_contract, specified_to_accept, REPACK_MIN_MACS};
 #[allow(unused_imports)]
 pub use gpu::{gpu, hopper_gpu, require_gpu, Gpu};
 #[allow(unused_imports)]
-pub use inputs::{fill, par_map, sample_indices, DeviceInputs, Inputs};
+pub use inputs::{fill, par_map, sample_indices, w_view_of, DeviceInputs, Inputs};
 #[allow(unused_imports)]
 pub use poison::{assert_all_poisoned, extent, input_pad, poison, poisoned, take_view_checked, INPUT_PAD_BITS, POISON_BITS, TAIL};
 #[allow(unused_imports)]
 pub use rng::{rng, seed, Rng};
+#[allow(unused_imports)]
+pub use twins::{assert_launch_alike, rounding_twin, rounding_w_readers, trunc_twin};
+#[allow(unused_imports)]
+pub use weight::CaseWeight;

@@ -1,0 +1,115 @@
+// Mainloops of one consumer tile: acc[ma] = X(row0 + 64 ma .., :) · W(0 .. TILE_N, :)ᵀ over the
+// k-blocks of a work item, read from the stage ring. How X reaches the tensor cores is the
+// config's ROUNDING:
+//   Truncate  wgmma reads X and W from shared memory through descriptors, as TMA wrote them:
+//             the tensor core ignores the low 13 mantissa bits (toward zero);
+//   Nearest   each k-step's X fragment goes through registers (ldmatrix from the swizzled
+//             stage), half a TF32 ulp added so that the tensor core's truncation rounds to
+//             nearest, ties away, then wgmma with A from registers; W is read from shared memory
+//             as it is, so the host gives these kernels W already rounded (a prepared weight,
+//             or W repacked into the workspace).
+// Both return with the last stage still held (released by the caller after wgmma_wait_group<0>).
+#pragma once
+
+#include <cstdint>
+
+#include "../common/ptx.cuh"
+#include "../common/rounding.cuh"
+#include "pipeline.cuh"
+#include "ptx.cuh"
+#include "smem_layout.cuh"
+#include "wgmma.cuh"
+#include "wgmma_register_a.cuh"
+
+namespace ge::sm90 {
+
+// X and W from shared memory: one wgmma group per k-block, the previous one still in flight.
+template <class Cfg>
+__device__ __forceinline__ uint32_t mma_tile_smem_x(typename Cfg::Storage &s, PipelineState &pipe, int k_tiles,
+                                                    float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM], int row0,
+                                                    int lane) {
+    uint32_t held_stage = 0;
+    for (int kb = 0; kb < k_tiles; ++kb) {
+        ptx::mbarrier_wait(&s.full[pipe.stage], pipe.phase);
+        const uint64_t desc_x = make_desc_k_major_sw128(ge::ptx::smem_addr(s.x[pipe.stage]));  // (TILE_M, TILE_K)
+        const uint64_t desc_w = make_desc_k_major_sw128(ge::ptx::smem_addr(s.w[pipe.stage]));  // (TILE_N, TILE_K)
+        ptx::wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < Cfg::K_STEPS; ++ks) {
+#pragma unroll
+            for (int ma = 0; ma < Cfg::M_ATOMS; ++ma) {
+                // X: rows row0 + 64*ma.. of the tile (128 B per row), k-step ks (32 B along the row).
+                const uint64_t x = desc_advance(desc_x, (row0 + ma * Cfg::WGMMA_M) * 128 + ks * Cfg::WGMMA_K * 4);
+                const uint64_t w = desc_advance(desc_w, ks * Cfg::WGMMA_K * 4);
+                ptx::wgmma_tf32<Cfg::WGMMA_N>(acc[ma], x, w, (kb | ks) != 0);
+            }
+        }
+        ptx::wgmma_commit_group();
+        // Keep this k-block's group in flight; the previous one is done, so free its stage.
+        ptx::wgmma_wait_group<1>();
+        if (kb > 0 && lane == 0) release_stage<Cfg>(s, held_stage);
+        held_stage = pipe.stage;
+        pipe.template advance<Cfg::STAGES>();
+    }
+    return held_stage;
+}
+
+// X through registers, rounded to nearest. One wgmma group per k-step, its fragment in one of
+// X_BUFFERS register sets: before a set is reloaded, the group that read it must be done
+// (wgmma_wait_group<X_BUFFERS - 1>), while the groups after it keep the tensor cores busy. A
+// stage is released once the last group that read its W is done.
+template <class Cfg>
+__device__ __forceinline__ uint32_t mma_tile_rounded_x(typename Cfg::Storage &s, PipelineState &pipe, int k_tiles,
+                                                       float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM], int row0,
+                                                       int warp, int lane) {
+    constexpr int kBuffers = Cfg::X_BUFFERS;
+    static_assert(Cfg::K_STEPS % kBuffers == 0, "a k-block's k-steps cycle through the register sets evenly");
+    // ldmatrix.x4 row addresses of this lane (bytes into the X stage): matrix j = lane / 8 holds
+    // rows 8 (j % 2).. of the warp's 16 and the k-step's 16-byte chunk 2 ks + j / 2, XOR-swizzled
+    // by row % 8 = lane % 8 as TMA's 128B swizzle lays it out.
+    const int row = row0 + 16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1);
+    uint32_t chunk_offset[Cfg::K_STEPS];
+#pragma unroll
+    for (int ks = 0; ks < Cfg::K_STEPS; ++ks) chunk_offset[ks] = row * 128 + (((2 * ks + (lane >> 4)) ^ (lane & 7)) << 4);
+
+    uint32_t frag[kBuffers][Cfg::M_ATOMS][4];
+    uint32_t held_stage = 0;
+    for (int kb = 0; kb < k_tiles; ++kb) {
+        ptx::mbarrier_wait(&s.full[pipe.stage], pipe.phase);
+        const uint32_t x_stage = ge::ptx::smem_addr(s.x[pipe.stage]);                           // (TILE_M, TILE_K)
+        const uint64_t desc_w = make_desc_k_major_sw128(ge::ptx::smem_addr(s.w[pipe.stage]));  // (TILE_N, TILE_K)
+#pragma unroll
+        for (int ks = 0; ks < Cfg::K_STEPS; ++ks) {
+            uint32_t(&x)[Cfg::M_ATOMS][4] = frag[ks % kBuffers];
+            ptx::wgmma_wait_group<kBuffers - 1>();  // the group that last read this set is done
+            // With ks = kBuffers - 1 that includes every group of the previous k-block.
+            if (ks == kBuffers - 1 && kb > 0 && lane == 0) release_stage<Cfg>(s, held_stage);
+#pragma unroll
+            for (int ma = 0; ma < Cfg::M_ATOMS; ++ma) {
+                ge::ptx::ldmatrix_x4(x[ma], x_stage + chunk_offset[ks] + ma * Cfg::WGMMA_M * 128);
+#pragma unroll
+                for (int r = 0; r < 4; ++r) x[ma][r] = ge::ptx::add_half_ulp_tf32(x[ma][r]);
+            }
+            ptx::wgmma_fence();  // the fragment registers written above, before the wgmma reads them
+            const uint64_t w = desc_advance(desc_w, ks * Cfg::WGMMA_K * 4);
+#pragma unroll
+            for (int ma = 0; ma < Cfg::M_ATOMS; ++ma) ptx::wgmma_tf32_rs<Cfg::WGMMA_N>(acc[ma], x[ma], w, (kb | ks) != 0);
+            ptx::wgmma_commit_group();
+        }
+        held_stage = pipe.stage;
+        pipe.template advance<Cfg::STAGES>();
+    }
+    return held_stage;
+}
+
+template <class Cfg>
+__device__ __forceinline__ uint32_t mma_tile(typename Cfg::Storage &s, PipelineState &pipe, int k_tiles,
+                                             float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM], int row0, int warp,
+                                             int lane) {
+    if constexpr (Cfg::ROUNDING == Rounding::Nearest)
+        return mma_tile_rounded_x<Cfg>(s, pipe, k_tiles, acc, row0, warp, lane);
+    else
+        return mma_tile_smem_x<Cfg>(s, pipe, k_tiles, acc, row0, lane);
+}
+
+}  // namespace ge::sm90
