@@ -419,14 +419,14 @@ fn auto_on_a_prepared_weight_equals_the_twin_of_its_pick() {
     assert!(picked.len() >= 3, "the shapes should reach several of Auto's TMA kernels: {picked:?}");
 }
 
-/// The rounding kernels round X only and read W as it is given. A handle that truncates
-/// prepares W without rounding it (its bits as they were); forcing a rounding kernel on that
-/// prepared weight must then compute exactly what its truncating twin computes on rna(X) and W
-/// as it is — and the plan must say the operands were truncated (W was).
+/// The rounding kernels round X themselves and read W as it is given, so a call never hands
+/// them an unrounded W: forced on a weight prepared by a truncating handle (its bits as they
+/// were), with a workspace, they round W into it first (`repack_w`) and must compute exactly
+/// what their truncating twin computes on rna(X) and rna(W) — and the plan says `Nearest`.
 #[test]
-fn rounding_kernels_read_w_as_given() {
+fn rounding_kernels_round_an_unrounded_prepared_w_first() {
     let Some(g) = common::hopper_gpu("the rounding TMA kernels") else { return };
-    let mut rng = common::rng("rounding_kernels_read_w_as_given");
+    let mut rng = common::rng("rounding_kernels_round_an_unrounded_prepared_w_first");
     let truncating = g.gemm.with_rounding(Tf32Rounding::Truncate);
     let shapes = [p(300, 520, 512, Sched::SplitK), p(129, 1000, 100, Sched::Any), p(1000, 1023, 1024, Sched::Any)];
     for kernel in common::rounding_w_readers() {
@@ -436,22 +436,23 @@ fn rounding_kernels_read_w_as_given() {
             let (m, n, k) = (pb.m, pb.n, pb.k);
             let h = Host::generate(pb, i, &mut rng);
             let xr: Vec<f32> = h.x.iter().copied().map(tf32_rna).collect();
+            let wr: Vec<f32> = h.w.iter().copied().map(tf32_rna).collect();
             let up = |v: &[f32]| g.stream.clone_htod(v).expect("upload");
-            let (x, w, xr) = (up(&h.x), up(&h.w), up(&xr));
+            let (x, w, xr, wr) = (up(&h.x), up(&h.w), up(&xr), up(&wr));
             let b = h.b.as_deref().map(up);
             let prepared = kg.prepare_weight(&g.stream, &MatrixRef::from_slice(&w, n, k)).expect("prepare_weight");
             assert_eq!(prepared.rounding(), Tf32Rounding::Truncate);
-            let wv = MatrixRef::from_slice(&w, n, k);
+            let wv = MatrixRef::from_slice(&wr, n, k);
             let len = kg.workspace_len(&g.stream, &MatrixRef::from_slice(&x, m, k), &prepared).expect("workspace_len");
             let mut ws = g.stream.clone_htod(&common::poisoned(len.max(1))).expect("upload workspace");
             let (pk, ok) = run(&g, &kg, &x, &prepared, b.as_ref(), (m, n, k), h.scale, h.ldo, Some(&mut ws));
             let (pt, ot) = run(&g, &tg, &xr, &wv, b.as_ref(), (m, n, k), h.scale, h.ldo, Some(&mut ws));
-            let what = format!("{kernel:?} on (X, W prepared by a truncating handle) vs {twin:?} on (rna(X), W), {m}x{n}x{k}");
-            let schedule = |p: &Plan| (p.grid, p.stream_k_tiles, p.stream_k_ctas, p.repack_x, p.repack_w);
+            let what = format!("{kernel:?} on (X, W prepared by a truncating handle) vs {twin:?} on (rna(X), rna(W)), {m}x{n}x{k}");
+            let schedule = |p: &Plan| (p.grid, p.stream_k_tiles, p.stream_k_ctas);
             assert_eq!(schedule(&pk), schedule(&pt), "{what}: {pk:?} vs {pt:?}");
-            assert!(!pk.repack_x && !pk.repack_w, "{what}: {pk:?}");
+            assert!(!pk.repack_x && pk.repack_w, "{what}: W must be rounded into the workspace first: {pk:?}");
             assert_bitwise(&ok, &ot, n, &what);
-            assert_eq!(pk.rounding, Tf32Rounding::Truncate, "{what}: W reached the tensor cores unrounded, so the plan must say Truncate: {pk:?}");
+            assert_eq!(pk.rounding, Tf32Rounding::Nearest, "{what}: X and W reached the tensor cores rounded: {pk:?}");
         }
     }
 }
