@@ -56,6 +56,10 @@ struct KernelConfig {
     // wgmma group each. More sets keep more groups queued for the tensor cores while the next
     // fragment loads; two atoms per consumer already keep a set's group busy twice as long.
     static constexpr int X_BUFFERS = M_ATOMS > 1 ? 2 : 4;
+    // Rounding::Nearest with one 64-row atom of N <= 128: a k-step's wgmma is too short to hide
+    // the next fragment's load behind, so whole k-blocks are loaded and issued at once instead
+    // (two k-blocks of fragments in registers: what these tiles' small accumulators leave room for).
+    static constexpr bool X_BY_KBLOCK = M_ATOMS == 1 && TILE_N <= 128;
 
     using Storage = SharedStorage<TILE_M, TILE_N, TILE_K, STAGES>;
     using Raster = GroupedRaster<TILE_M * CLUSTER_M, TILE_N, GROUP_M>;  // over cluster tiles
