@@ -104,36 +104,45 @@ __device__ __forceinline__ uint32_t mma_tile_rounded_x(typename Cfg::Storage &s,
 }
 
 // X through registers, rounded to nearest, a whole k-block at a time: the k-block's wgmmas are
-// one group, issued back to back like mma_tile_smem_x's, while the next k-block's fragments
-// load into the other of two register sets. For tiles whose k-step is too short a wgmma to hide
-// a fragment load behind (one 64-row atom of N <= 128).
+// one group, issued back to back like mma_tile_smem_x's. Fragments are loaded two k-blocks
+// ahead into one of three register sets and rounded just before their wgmmas, so the ldmatrix
+// latency hides behind the k-block in flight. For tiles whose k-step is too short a wgmma to
+// hide a fragment load behind (one 64-row atom of N <= 128).
 template <class Cfg>
 __device__ __forceinline__ uint32_t mma_tile_rounded_x_by_kblock(typename Cfg::Storage &s, PipelineState &pipe,
                                                                  int k_tiles,
                                                                  float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM],
                                                                  int row0, int warp, int lane) {
+    constexpr int kSets = 3;
     const int row = row0 + 16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1);
     uint32_t chunk_offset[Cfg::K_STEPS];
 #pragma unroll
     for (int ks = 0; ks < Cfg::K_STEPS; ++ks) chunk_offset[ks] = row * 128 + (((2 * ks + (lane >> 4)) ^ (lane & 7)) << 4);
-    uint32_t frag[2][Cfg::K_STEPS][Cfg::M_ATOMS][4];  // k-block sets: the one in flight, the next
-    auto load = [&](uint32_t(&f)[Cfg::K_STEPS][Cfg::M_ATOMS][4], uint32_t x_stage) {
+    uint32_t frag[kSets][Cfg::K_STEPS][Cfg::M_ATOMS][4];  // k-blocks kb, kb + 1, kb + 2
+    PipelineState ahead = pipe;  // the stage of the k-block whose fragments load next
+    auto load = [&](uint32_t(&f)[Cfg::K_STEPS][Cfg::M_ATOMS][4]) {
+        ptx::mbarrier_wait(&s.full[ahead.stage], ahead.phase);
+        const uint32_t x_stage = ge::ptx::smem_addr(s.x[ahead.stage]);
 #pragma unroll
         for (int ks = 0; ks < Cfg::K_STEPS; ++ks)
 #pragma unroll
-            for (int ma = 0; ma < Cfg::M_ATOMS; ++ma) {
+            for (int ma = 0; ma < Cfg::M_ATOMS; ++ma)
                 ge::ptx::ldmatrix_x4(f[ks][ma], x_stage + chunk_offset[ks] + ma * Cfg::WGMMA_M * 128);
-#pragma unroll
-                for (int r = 0; r < 4; ++r) f[ks][ma][r] = ge::ptx::add_half_ulp_tf32(f[ks][ma][r]);
-            }
+        ahead.template advance<Cfg::STAGES>();
     };
     uint32_t held_stage = 0;
     // One k-block from register set B (a compile-time index: registers cannot be indexed at run
-    // time), then the next k-block's X into the other set.
+    // time), then the fragments of k-block kb + 2 into the set k-block kb - 1 used.
     auto step = [&](auto set, int kb) {
         constexpr int B = decltype(set)::value;
+#pragma unroll
+        for (int ks = 0; ks < Cfg::K_STEPS; ++ks)
+#pragma unroll
+            for (int ma = 0; ma < Cfg::M_ATOMS; ++ma)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) frag[B][ks][ma][r] = ge::ptx::add_half_ulp_tf32(frag[B][ks][ma][r]);
         const uint64_t desc_w = make_desc_k_major_sw128(ge::ptx::smem_addr(s.w[pipe.stage]));  // (TILE_N, TILE_K)
-        ptx::wgmma_fence();  // the fragments loaded since the last wgmma, and the accumulators
+        ptx::wgmma_fence();  // the fragments written since the last wgmma, and the accumulators
 #pragma unroll
         for (int ks = 0; ks < Cfg::K_STEPS; ++ks)
 #pragma unroll
@@ -141,20 +150,18 @@ __device__ __forceinline__ uint32_t mma_tile_rounded_x_by_kblock(typename Cfg::S
                 ptx::wgmma_tf32_rs<Cfg::WGMMA_N>(acc[ma], frag[B][ks][ma], desc_w + ((ks * Cfg::WGMMA_K * 4) >> 4),
                                                  (kb | ks) != 0);
         ptx::wgmma_commit_group();
-        ptx::wgmma_wait_group<1>();  // the previous k-block's group is done: its set and stage are free
+        ptx::wgmma_wait_group<1>();  // k-block kb - 1 is done: its register set and stage are free
         if (kb > 0 && lane == 0) release_stage<Cfg>(s, held_stage);
         held_stage = pipe.stage;
         pipe.template advance<Cfg::STAGES>();
-        if (kb + 1 < k_tiles) {
-            ptx::mbarrier_wait(&s.full[pipe.stage], pipe.phase);
-            load(frag[B ^ 1], ge::ptx::smem_addr(s.x[pipe.stage]));
-        }
+        if (kb + 2 < k_tiles) load(frag[(B + 2) % kSets]);
     };
-    ptx::mbarrier_wait(&s.full[pipe.stage], pipe.phase);
-    load(frag[0], ge::ptx::smem_addr(s.x[pipe.stage]));
-    for (int kb = 0; kb < k_tiles; kb += 2) {
+    load(frag[0]);
+    if (k_tiles > 1) load(frag[1]);
+    for (int kb = 0; kb < k_tiles; kb += kSets) {
         step(std::integral_constant<int, 0>{}, kb);
         if (kb + 1 < k_tiles) step(std::integral_constant<int, 1>{}, kb + 1);
+        if (kb + 2 < k_tiles) step(std::integral_constant<int, 2>{}, kb + 2);
     }
     return held_stage;
 }
