@@ -640,7 +640,12 @@ fn main() {
 
         if args.bench_mode {
             let kernel = case.plan.map_or("none".to_string(), |p| {
-                let repack = if p.repack_x || p.repack_w { " after repacking unaligned operands" } else { "" };
+                let repack = match (p.repack_x, p.repack_w) {
+                    (true, true) => " after repacking X and W",
+                    (true, false) => " after repacking X",
+                    (false, true) => " after repacking (rounding) W",
+                    (false, false) => "",
+                };
                 format!("{}{repack}", p.kernel)
             });
             let errors: Vec<_> = case.variants.clone().into_iter().map(|v| case.accuracy(v)).collect();
