@@ -125,9 +125,8 @@ impl FusedGemm {
         out: &MatrixMut<'_>,
     ) -> Result<Option<Plan>> {
         self.check_stream(stream)?;
-        let (w, prepared) = w.view();
+        let (w, prepared) = self.weight(w)?;
         let w = &w;
-        self.check_prepared(prepared)?;
         let shape = self.validate(x, w, bias, out)?;
         if shape.m == 0 || shape.n == 0 {
             return Ok(None);
@@ -154,9 +153,8 @@ impl FusedGemm {
     /// counter per shared tile ([`Plan::stream_k_tiles`]).
     pub fn workspace_len(&self, stream: &CudaStream, x: &MatrixRef<'_>, w: &impl Weight) -> Result<usize> {
         self.check_stream(stream)?;
-        let (w, prepared) = w.view();
+        let (w, prepared) = self.weight(w)?;
         let w = &w;
-        self.check_prepared(prepared)?;
         let shape = validate::validate_operands(x.extent(), w.extent())?;
         if shape.m == 0 || shape.n == 0 {
             return Ok(0);
@@ -224,9 +222,8 @@ impl FusedGemm {
         workspace: Option<&mut CudaViewMut<'_, f32>>,
     ) -> Result<Option<Plan>> {
         self.check_stream(stream)?;
-        let (w, prepared) = w.view();
+        let (w, prepared) = self.weight(w)?;
         let w = &w;
-        self.check_prepared(prepared)?;
         let shape = self.validate(x, w, bias, out)?;
         if let Some(ws) = &workspace {
             if ws.stream().context().cu_ctx() != self.kernels.ctx.cu_ctx() {
@@ -281,7 +278,7 @@ impl FusedGemm {
         if w.data.stream().context().cu_ctx() != self.kernels.ctx.cu_ctx() {
             return Err(Error::WrongContext { operand: Some(Operand::W) });
         }
-        let shape = validate::validate_operands(Extent { rows: 0, cols: w.cols, ld: w.cols, len: 0 }, w.extent())?;
+        let shape = validate::validate_weight(w.extent())?;
         let ld = workspace::repacked_ld(shape.k);
         let len = shape.n.checked_mul(ld).ok_or(Error::DimensionTooLarge { what: "N · K", value: shape.n, max: validate::MAX_DIM })?;
         // SAFETY: the repack below writes every one of the n · ld elements (zeros past K) before
@@ -297,11 +294,13 @@ impl FusedGemm {
         Ok(PreparedWeight::new(data, shape.n, shape.k, ld, self.policy.rounding))
     }
 
-    /// A prepared weight serves only handles of the rounding it was prepared for.
-    fn check_prepared(&self, prepared: Option<Tf32Rounding>) -> Result<()> {
+    /// W as a matrix view and the rounding it was prepared for, once checked that a prepared
+    /// weight serves this handle: only handles of the rounding it was prepared for take it.
+    fn weight<'w>(&self, w: &'w impl Weight) -> Result<(MatrixRef<'w>, Option<Tf32Rounding>)> {
+        let (view, prepared) = w.view();
         match prepared {
             Some(r) if r != self.policy.rounding => Err(Error::PreparedForOtherRounding { prepared: r, asked: self.policy.rounding }),
-            _ => Ok(()),
+            _ => Ok((view, prepared)),
         }
     }
 

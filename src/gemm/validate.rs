@@ -58,6 +58,14 @@ pub(crate) fn validate_operands(x: Extent, w: Extent) -> Result<Shape> {
     Ok(shape)
 }
 
+/// Checks that w (N×K) fits its buffer and the kernels' indices: what preparing a weight needs.
+pub(crate) fn validate_weight(w: Extent) -> Result<Shape> {
+    let shape = Shape { m: 0, n: w.rows, k: w.cols };
+    check_dims(shape)?;
+    check_extent(Operand::W, w)?;
+    Ok(shape)
+}
+
 /// M, N and K within [`MAX_DIM`].
 pub(crate) fn check_dims(s: Shape) -> Result<()> {
     for (what, value) in [("M", s.m), ("N", s.n), ("K", s.k)] {
