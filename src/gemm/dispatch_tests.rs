@@ -432,3 +432,18 @@ fn the_cluster_kernel_is_refused_where_it_cannot_run() {
         assert!(p.repack_x || p.repack_w, "{p:?}");
     }
 }
+
+#[test]
+fn huge_problems_plan_without_overflow() {
+    // M·N·K past 2⁶⁴ (valid dimensions: X and W views of one large buffer): the multiply-add
+    // count saturates instead of overflowing (a panic in debug builds, a wrapped count before).
+    let big = crate::gemm::validate::MAX_DIM;
+    let s = shape(big, big, 8);
+    assert_eq!(s.macs(), u64::MAX);
+    for d in [H200(), A100()] {
+        match select(&d, Dispatch::Auto, s, (ALIGNED, 8), (ALIGNED, 8), usize::MAX) {
+            Ok(_) | Err(Error::DimensionTooLarge { .. }) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+}

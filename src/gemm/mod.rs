@@ -5,6 +5,8 @@
 mod dispatch;
 mod launch;
 mod plan;
+#[cfg(test)]
+mod proptests;
 mod shape;
 mod stream_k;
 #[cfg(test)]

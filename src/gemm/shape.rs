@@ -24,9 +24,9 @@ impl Shape {
         (self.m as u64).div_ceil(tm as u64 * kernel.cluster_m() as u64) * (self.n as u64).div_ceil(tn as u64)
     }
 
-    /// Multiply-adds of the GEMM.
+    /// Multiply-adds of the GEMM, saturating: M·N·K of valid dimensions can pass 2⁶⁴.
     pub fn macs(self) -> u64 {
-        self.m as u64 * self.n as u64 * self.k as u64
+        (self.m as u64).saturating_mul(self.n as u64).saturating_mul(self.k as u64)
     }
 }
 

@@ -63,6 +63,9 @@ pub(crate) fn plan(device: &DeviceInfo, occupancy: &Occupancy, kernel: Kernel, s
         return None;
     }
     let t = s.cluster_tiles(kernel);
+    if t == 0 {
+        return None;
+    }
     let k_blocks = (s.k as u64).div_ceil(spec.tile_k as u64);
     let (ctas, tiles) = if t < wave && spec.family == Family::TmaWgmma {
         // Whole splits: no CTA straddles two tiles, and each finisher adds splits - 1 partials.
