@@ -90,12 +90,14 @@ fn check_extent(operand: Operand, Extent { rows, cols, ld, len }: Extent) -> Res
         return Err(Error::DimensionTooLarge { what, value: ld, max: MAX_LD });
     }
     let needed = if rows == 0 || cols == 0 {
-        0
+        Some(0)
     } else {
-        (rows - 1).checked_mul(ld).and_then(|v| v.checked_add(cols)).unwrap_or(usize::MAX)
+        (rows - 1).checked_mul(ld).and_then(|v| v.checked_add(cols))
     };
-    if needed > len {
-        return Err(Error::BufferTooSmall { operand, needed, len });
+    // An extent past usize::MAX fits no buffer, not even one claiming usize::MAX elements.
+    match needed {
+        Some(needed) if needed <= len => {}
+        _ => return Err(Error::BufferTooSmall { operand, needed: needed.unwrap_or(usize::MAX), len }),
     }
     Ok(())
 }
@@ -144,9 +146,12 @@ mod tests {
         let e = validate_shapes(dense(5, 7), dense(3, 7), None, out).unwrap_err();
         assert!(matches!(e, Error::BufferTooSmall { operand: Operand::Out, needed: 19, len: 18 }), "{e}");
         assert!(e.to_string().starts_with("out:"), "{e}");
-        // Overflowing extents are "too small", never a wrap-around.
+        // Overflowing extents are "too small", never a wrap-around, whatever length is claimed.
         let huge = Extent { rows: usize::MAX / 2, cols: 1, ld: 4, len: 8 };
         assert!(validate_shapes(huge, Extent { rows: 1, cols: 1, ld: 1, len: 1 }, None, huge).is_err());
+        let w = Extent { rows: 2_147_482_622, cols: 34, ld: MAX_LD - 2, len: usize::MAX };
+        let e = validate_shapes(dense(3, 34), w, None, dense(3, 2_147_482_622)).unwrap_err();
+        assert!(matches!(e, Error::BufferTooSmall { operand: Operand::W, needed: usize::MAX, .. }), "{e}");
     }
 
     #[test]
