@@ -62,7 +62,7 @@ use gemm_epilogue::cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStrea
 use gemm_epilogue::testbed::reference::SplitMix64 as Rng;
 use gemm_epilogue::testbed::{self, timing, CublasBaseline, CublasLtLinear, CublasLtPlan};
 use gemm_epilogue::testbed::reference::{self, HostMatrix};
-use gemm_epilogue::{cuda_context, Dispatch, FusedGemm, Kernel, MatrixMut, MatrixRef, Plan, PreparedWeight, Tf32Rounding};
+use gemm_epilogue::{cuda_context, Dispatch, FusedGemm, Kernel, MatrixMut, MatrixRef, Plan, PreparedWeight, Precision};
 
 const SCALE: f32 = 0.5;
 const REFERENCE: &str = "reference_16384x4096x4096";
@@ -103,7 +103,7 @@ enum Variant {
     Fused,
     /// The same with a `PreparedWeight` (W rounded once, outside timing).
     FusedPrepared,
-    /// `Dispatch::Auto` with `Tf32Rounding::Truncate` (opt-in), raw W, its workspace.
+    /// `Dispatch::Auto` with `Precision::Tf32Truncated` (opt-in), raw W, its workspace.
     FusedTruncate,
     CublasElementwise,
     CublasLt,
@@ -181,7 +181,7 @@ struct Case<'g> {
     out: CudaSlice<f32>,
     /// Host copies of the inputs, for the accuracy columns.
     host: (Vec<f32>, Vec<f32>, Vec<f32>),
-    /// W prepared by the default (rounding) handle.
+    /// W prepared by the default (precision) handle.
     prepared: PreparedWeight,
     /// The truncating handle.
     truncate: FusedGemm,
@@ -221,7 +221,7 @@ impl<'g> Case<'g> {
         let b = stream.clone_htod(&hb)?;
         let mut out = stream.alloc_zeros::<f32>(m * n)?;
         let prepared = gemm.prepare_weight(stream, &MatrixRef::from_slice(&w, n, k))?;
-        let truncate = gemm.with_rounding(Tf32Rounding::Truncate);
+        let truncate = gemm.with_precision(Precision::Tf32Truncated);
         let workspace_len = gemm.workspace_len(stream, &MatrixRef::from_slice(&x, m, k), &MatrixRef::from_slice(&w, n, k))?;
         let workspace = if workspace_len > 0 { Some(stream.alloc_zeros::<f32>(workspace_len)?) } else { None };
         if workspace_len > 0 {
@@ -287,7 +287,7 @@ impl<'g> Case<'g> {
                 if let Ok(Some(p)) = plan {
                     println!(
                         "[{m}x{n}x{k}] {} runs {} (grid {}, repack x {} w {}, stream-K tiles {} over {} CTAs, rounding {:?})",
-                        v.label(), p.kernel, p.grid, p.repack_x, p.repack_w, p.stream_k_tiles, p.stream_k_ctas, p.rounding
+                        v.label(), p.kernel, p.grid, p.repack_x, p.repack_w, p.stream_k_tiles, p.stream_k_ctas, p.precision
                     );
                 }
             }
@@ -643,7 +643,7 @@ fn main() {
                 let repack = match (p.repack_x, p.repack_w) {
                     (true, true) => " after repacking X and W",
                     (true, false) => " after repacking X",
-                    (false, true) => " after repacking (rounding) W",
+                    (false, true) => " after repacking (precision) W",
                     (false, false) => "",
                 };
                 format!("{}{repack}", p.kernel)

@@ -5,7 +5,7 @@ use std::fmt;
 
 use cudarc::driver::DriverError;
 
-use crate::kernels::{Kernel, Tf32Rounding};
+use crate::kernels::{Kernel, Precision};
 
 /// Which argument of a call an error is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,11 +109,11 @@ pub enum Error {
     },
     /// A [`crate::PreparedWeight`] was given to a handle of another rounding than the one that
     /// prepared it.
-    PreparedForOtherRounding {
+    PreparedForOtherPrecision {
         /// The rounding it was prepared for.
-        prepared: Tf32Rounding,
+        prepared: Precision,
         /// The handle's rounding.
-        asked: Tf32Rounding,
+        asked: Precision,
     },
     /// A CUDA driver call failed.
     Driver(DriverError),
@@ -160,7 +160,7 @@ impl fmt::Display for Error {
             Error::KernelUnavailable { kernel, reason } => {
                 write!(f, "kernel {} cannot run here: {reason}", kernel.name())
             }
-            Error::PreparedForOtherRounding { prepared, asked } => write!(
+            Error::PreparedForOtherPrecision { prepared, asked } => write!(
                 f,
                 "w: the weight was prepared for {prepared:?} rounding but this handle rounds {asked:?}; prepare it with a handle of the same rounding"
             ),
@@ -204,7 +204,7 @@ mod tests {
             (Error::WrongContext { operand: Some(Operand::Bias) }, &["bias", "context"]),
             (Error::WrongContext { operand: None }, &["stream", "context"]),
             (Error::MisalignedWorkspace { address: 0x1004 }, &["workspace", "0x1004", "16-byte"]),
-            (Error::PreparedForOtherRounding { prepared: Tf32Rounding::Nearest, asked: Tf32Rounding::Truncate }, &["w:", "Nearest", "Truncate"]),
+            (Error::PreparedForOtherPrecision { prepared: Precision::Tf32, asked: Precision::Tf32Truncated }, &["w:", "Tf32", "Tf32Truncated"]),
             (Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128Trunc, reason: "needs sm_90" }, &["ge_sm90_pingpong_128x128x32_s6_trunc", "needs sm_90"]),
         ];
         for (error, words) in cases {

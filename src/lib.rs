@@ -10,7 +10,7 @@
 //!   into a context.
 //! - [`FusedGemm`]: validation, kernel selection ([`Plan`]), launch on a stream — no allocation
 //!   and no host synchronisation, so calls can be captured into CUDA graphs. How fp32 operands
-//!   become TF32 is a policy, [`Tf32Rounding`] ([`FusedGemm::with_rounding`]): rounded to nearest
+//!   become TF32 is a policy, [`Precision`] ([`FusedGemm::with_precision`]): rounded to nearest
 //!   as cuBLAS does, or truncated by the tensor cores as CUTLASS's kernels do (faster).
 //! - [`Linear`]: a layer holding `W`, `b` and `s`.
 //! - `testbed` (feature `testbed`, not part of the product): cuBLAS + elementwise, cuBLASLt,
@@ -48,7 +48,7 @@ pub mod testbed;
 pub use device::{cuda_context, DeviceInfo};
 pub use error::{Error, Operand, Result};
 pub use gemm::{Dispatch, FusedGemm, Plan, PreparedWeight, Weight};
-pub use kernels::{Family, Kernel, Tf32Rounding};
+pub use kernels::{Family, Kernel, Precision};
 pub use linear::Linear;
 pub use matrix::{MatrixMut, MatrixRef};
 

@@ -7,7 +7,7 @@ mod common;
 
 use common::Gpu;
 use gemm_epilogue::cudarc::driver::CudaSlice;
-use gemm_epilogue::{cuda_context, Dispatch, Error, Family, FusedGemm, Kernel, MatrixMut, MatrixRef, Operand, PreparedWeight, Tf32Rounding};
+use gemm_epilogue::{cuda_context, Dispatch, Error, Family, FusedGemm, Kernel, MatrixMut, MatrixRef, Operand, PreparedWeight, Precision};
 
 /// A view into a buffer: starts at `off`, `rows × cols` at stride `ld`; the buffer holds `len`
 /// elements after `off` (plus a tail), and the view covers exactly those `len`.
@@ -352,7 +352,7 @@ fn expect_prepared_err(g: &Gpu, gemm: &FusedGemm, x: (usize, usize), w: &Prepare
     };
     let err = match ran {
         Err(e) => e,
-        Ok(p) => panic!("{x:?} with a prepared {}x{} ({:?}) into {out:?} should fail, ran {p:?}", w.rows(), w.cols(), w.rounding()),
+        Ok(p) => panic!("{x:?} with a prepared {}x{} ({:?}) into {out:?} should fail, ran {p:?}", w.rows(), w.cols(), w.precision()),
     };
     let same = |what: &str, r: Result<String, String>| match r {
         Err(e) => assert_eq!(e, format!("{err:?}"), "{what} and run disagree"),
@@ -368,7 +368,7 @@ fn expect_prepared_err(g: &Gpu, gemm: &FusedGemm, x: (usize, usize), w: &Prepare
     g.stream.synchronize().unwrap();
     common::assert_all_poisoned(&g.stream.clone_dtoh(&ob).unwrap(), &format!("out after {err:?}"));
     common::assert_all_poisoned(&g.stream.clone_dtoh(&wsb).unwrap(), &format!("workspace after {err:?}"));
-    println!("x {x:?}, prepared {}x{} ({:?}), out {out:?}, {:?}\n  -> {err}", w.rows(), w.cols(), w.rounding(), gemm.dispatch());
+    println!("x {x:?}, prepared {}x{} ({:?}), out {out:?}, {:?}\n  -> {err}", w.rows(), w.cols(), w.precision(), gemm.dispatch());
     err
 }
 
@@ -391,7 +391,7 @@ fn prepared_weight_of_another_shape() {
     let (m, n, k) = (40, 24, 16);
     let wb = w_buffer(&g, n, k);
     let prepared = g.gemm.prepare_weight(&g.stream, &MatrixRef::from_slice(&wb, n, k)).expect("prepare_weight");
-    assert_eq!((prepared.rows(), prepared.cols(), prepared.ld(), prepared.rounding()), (n, k, 32, g.gemm.rounding()));
+    assert_eq!((prepared.rows(), prepared.cols(), prepared.ld(), prepared.precision()), (n, k, 32, g.gemm.precision()));
     for d in prepared_dispatches() {
         let gemm = g.gemm.with_dispatch(d);
         let e = expect_prepared_err(&g, &gemm, (m, k + 4), &prepared, (m, n), true);
@@ -404,7 +404,7 @@ fn prepared_weight_of_another_shape() {
 }
 
 /// A prepared weight serves only handles of the rounding that prepared it (rounded to TF32 for
-/// `Nearest`, W's bits for `Truncate`): any other is refused with `PreparedForOtherRounding`
+/// `Nearest`, W's bits for `Truncate`): any other is refused with `PreparedForOtherPrecision`
 /// naming both roundings, by `plan`, `workspace_len` and both runs, and nothing is written. The
 /// same weight on a handle of its own rounding is accepted.
 #[test]
@@ -412,14 +412,14 @@ fn prepared_weight_of_another_rounding() {
     let Some(g) = common::gpu() else { return };
     let (m, n, k) = (40, 24, 16);
     let wb = w_buffer(&g, n, k);
-    for (prepared_for, asked) in [(Tf32Rounding::Truncate, Tf32Rounding::Nearest), (Tf32Rounding::Nearest, Tf32Rounding::Truncate)] {
-        let preparer = g.gemm.with_rounding(prepared_for);
+    for (prepared_for, asked) in [(Precision::Tf32Truncated, Precision::Tf32), (Precision::Tf32, Precision::Tf32Truncated)] {
+        let preparer = g.gemm.with_precision(prepared_for);
         let prepared = preparer.prepare_weight(&g.stream, &MatrixRef::from_slice(&wb, n, k)).expect("prepare_weight");
-        assert_eq!(prepared.rounding(), prepared_for);
+        assert_eq!(prepared.precision(), prepared_for);
         for d in prepared_dispatches() {
-            let gemm = g.gemm.with_rounding(asked).with_dispatch(d);
+            let gemm = g.gemm.with_precision(asked).with_dispatch(d);
             let e = expect_prepared_err(&g, &gemm, (m, k), &prepared, (m, n), true);
-            assert!(matches!(e, Error::PreparedForOtherRounding { prepared: p, asked: a } if p == prepared_for && a == asked), "{e:?}");
+            assert!(matches!(e, Error::PreparedForOtherPrecision { prepared: p, asked: a } if p == prepared_for && a == asked), "{e:?}");
             let text = e.to_string();
             assert!(text.starts_with("w:") && text.contains(&format!("{prepared_for:?}")) && text.contains(&format!("{asked:?}")), "{text}");
         }
@@ -461,7 +461,7 @@ fn forced_rounding_kernels_need_a_prepared_or_repacked_w() {
     let readers: Vec<Kernel> = Kernel::ALL.into_iter().filter(|k| k.needs_rounded_w()).collect();
     assert_eq!(readers.len(), 6, "{readers:?}");
     for kernel in readers {
-        assert_eq!((kernel.family(), kernel.rounding()), (Family::TmaWgmma, Tf32Rounding::Nearest), "{kernel:?}");
+        assert_eq!((kernel.family(), kernel.precision()), (Family::TmaWgmma, Precision::Tf32), "{kernel:?}");
         let mut c = Call::new(m, n, k);
         c.dispatch = Dispatch::Force(kernel);
         let e = expect_err(&g, c);
@@ -479,7 +479,7 @@ fn forced_rounding_kernels_need_a_prepared_or_repacked_w() {
         let mut ob = g.stream.alloc_zeros::<f32>(m * n).unwrap();
         let o = MatrixMut::from_slice(&mut ob, m, n);
         let p = gemm.plan(&g.stream, &x, &prepared, None, &o).expect("plan").expect("non-empty");
-        assert_eq!((p.kernel, p.repack_x, p.repack_w, p.rounding, p.workspace_len()), (kernel, false, false, Tf32Rounding::Nearest, 0), "{p:?}");
+        assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision, p.workspace_len()), (kernel, false, false, Precision::Tf32, 0), "{p:?}");
         assert_eq!(gemm.workspace_len(&g.stream, &x, &prepared).expect("workspace_len"), 0, "{kernel:?} on a prepared W");
         let len = gemm.workspace_len(&g.stream, &x, &w).expect("workspace_len");
         assert!(len >= n * k.next_multiple_of(32), "{kernel:?} on a raw W: {len}");

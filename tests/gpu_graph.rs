@@ -9,7 +9,7 @@ mod common;
 use common::{Case, CaseWeight, DeviceInputs, Gpu, Inputs, Rng};
 use gemm_epilogue::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use gemm_epilogue::cudarc::driver::CudaSlice;
-use gemm_epilogue::{Kernel, MatrixMut, Plan, Tf32Rounding};
+use gemm_epilogue::{Kernel, MatrixMut, Plan, Precision};
 
 /// One call of `case` into `out` (and `workspace`, when the case asks for one), on `g.stream`,
 /// with W as the case passes it: `w`, the W view or a weight prepared before the capture.
@@ -41,7 +41,7 @@ fn run_can_be_captured_into_a_cuda_graph_and_replayed() {
     let mut cases = vec![
         Case::new(300, 200, 128).scale(0.5),                     // the default (Nearest), a raw W: mma.sync
         Case::new(300, 200, 128).scale(0.5).prepared_w(true),    // a prepared W: TMA + wgmma on sm_90
-        Case::new(300, 200, 128).scale(0.5).rounding(Tf32Rounding::Truncate), // TMA + wgmma on sm_90
+        Case::new(300, 200, 128).scale(0.5).precision(Precision::Tf32Truncated), // TMA + wgmma on sm_90
         Case::new(257, 130, 131).workspace(true).scale(3.0),     // repack kernels + GEMM
         Case::new(65, 70, 33).pad(3, 1, 2).bias(false).scale(-0.25), // 4-byte loads, strided
     ];

@@ -7,7 +7,7 @@ mod common;
 
 use common::{Case, DeviceInputs, Gpu, Inputs, Rng, XDist};
 use gemm_epilogue::testbed::reference::{self, RefElement};
-use gemm_epilogue::{Dispatch, Error, Family, Kernel, Linear, MatrixMut, MatrixRef, Tf32Rounding};
+use gemm_epilogue::{Dispatch, Error, Family, Kernel, Linear, MatrixMut, MatrixRef, Precision};
 
 /// The calls of `case` to check: Auto on the W view and on a prepared W, and every kernel forced
 /// that can run it here (the crate's answer, which must be the specified one: `common::accepts`)
@@ -475,13 +475,13 @@ fn linear_forward_matches_run() {
         (300, 200, 128, true, 0.5f32, None),
         (77, 65, 33, false, 3.0, None),
         (1, 4096, 4096, true, -1.0, None),
-        (300, 200, 128, true, 0.5, Some(Tf32Rounding::Truncate)),
-        (1, 4096, 4096, true, 3.0, Some(Tf32Rounding::Truncate)),
+        (300, 200, 128, true, 0.5, Some(Precision::Tf32Truncated)),
+        (1, 4096, 4096, true, 3.0, Some(Precision::Tf32Truncated)),
     ];
     for (m, n, k, bias, scale, rounding) in shapes {
         let mut case = Case::new(m, n, k).bias(bias).scale(scale).prepared_w(true);
         if let Some(r) = rounding {
-            case = case.rounding(r);
+            case = case.precision(r);
         }
         let gemm = case.gemm(&g.gemm);
         let inputs = Inputs::generate(&case, &mut rng);
@@ -491,7 +491,7 @@ fn linear_forward_matches_run() {
         let layer = Linear::new(gemm.clone(), w, b, k, n, scale).expect("Linear::new");
         assert_eq!((layer.in_features(), layer.out_features(), layer.scale()), (k, n, scale));
         let pw = layer.prepared_weight();
-        assert_eq!((pw.rows(), pw.cols(), pw.ld(), pw.rounding()), (n, k, k.next_multiple_of(32), gemm.rounding()), "{case:?}");
+        assert_eq!((pw.rows(), pw.cols(), pw.ld(), pw.precision()), (n, k, k.next_multiple_of(32), gemm.precision()), "{case:?}");
         let x = g.stream.clone_htod(&inputs.x[..m * k]).unwrap();
         let xv = MatrixRef::from_slice(&x, m, k);
         let bias_view = layer.bias().map(|b| b.as_view());

@@ -22,7 +22,7 @@ mod common;
 
 use common::{Gpu, Rng};
 use gemm_epilogue::cudarc::driver::CudaSlice;
-use gemm_epilogue::{Dispatch, Family, FusedGemm, Kernel, MatrixMut, MatrixRef, Plan, Tf32Rounding, Weight};
+use gemm_epilogue::{Dispatch, Family, FusedGemm, Kernel, MatrixMut, MatrixRef, Plan, Precision, Weight};
 
 /// TF32 to nearest, ties away from zero (`cvt.rna.tf32.f32`), of a finite f32: half a TF32 ulp
 /// (bit 12) added to the magnitude, then the 13 bits TF32 drops cleared.
@@ -233,7 +233,7 @@ fn assert_twin_plans(rounding: &Plan, trunc: &Plan, what: &str) {
     for p in [rounding, trunc] {
         assert!(!p.repack_x && !p.repack_w, "{what}: nothing may be repacked (it would round on the device): {p:?}");
     }
-    assert_eq!((rounding.rounding, trunc.rounding), (Tf32Rounding::Nearest, Tf32Rounding::Truncate), "{what}: {rounding:?} vs {trunc:?}");
+    assert_eq!((rounding.precision, trunc.precision), (Precision::Tf32, Precision::Tf32Truncated), "{what}: {rounding:?} vs {trunc:?}");
     assert_eq!(common::trunc_twin(rounding.kernel), Some(trunc.kernel), "{what}");
 }
 
@@ -243,7 +243,7 @@ fn register_rounding(g: &Gpu, kernel: Kernel, test: &str) {
     let twin = common::trunc_twin(kernel).unwrap_or_else(|| panic!("{kernel:?} has no truncating twin"));
     assert!(kernel.needs_rounded_w() && kernel.family() == Family::TmaWgmma, "{kernel:?}");
     let mut rng = common::rng(test);
-    let nearest = g.gemm.with_rounding(Tf32Rounding::Nearest);
+    let nearest = g.gemm.with_precision(Precision::Tf32);
     let (kg, tg) = (nearest.with_dispatch(Dispatch::Force(kernel)), nearest.with_dispatch(Dispatch::Force(twin)));
 
     // X through an identity W (N = K, no bias, scale 0: out = v exactly, one product 1·x̂ per
@@ -256,7 +256,7 @@ fn register_rounding(g: &Gpu, kernel: Kernel, test: &str) {
         let (xd, wd) = (g.stream.clone_htod(&x).unwrap(), g.stream.clone_htod(&eye).unwrap());
         let prepared = kg.prepare_weight(&g.stream, &MatrixRef::from_slice(&wd, k, k)).expect("prepare_weight");
         let (plan, out) = run(g, &kg, &xd, &prepared, None, (m, k, k), 0.0, k, None);
-        assert_eq!((plan.kernel, plan.rounding, plan.repack_x, plan.repack_w), (kernel, Tf32Rounding::Nearest, false, false), "{plan:?}");
+        assert_eq!((plan.kernel, plan.precision, plan.repack_x, plan.repack_w), (kernel, Precision::Tf32, false, false), "{plan:?}");
         let want: Vec<f32> = x.iter().copied().map(tf32_rna).collect();
         assert_bitwise(&out, &want, k, &format!("{kernel:?}: X ({m}x{k}) through an identity W must come out rounded to nearest, ties away"));
     }
@@ -365,7 +365,7 @@ fn every_rounding_kernel_has_a_twin_and_a_test() {
     let readers = common::rounding_w_readers();
     assert_eq!(readers.len(), 6, "{readers:?}");
     for k in Kernel::ALL {
-        assert_eq!(k.needs_rounded_w(), k.family() == Family::TmaWgmma && k.rounding() == Tf32Rounding::Nearest, "{k:?}");
+        assert_eq!(k.needs_rounded_w(), k.family() == Family::TmaWgmma && k.precision() == Precision::Tf32, "{k:?}");
     }
     for k in readers {
         let twin = common::trunc_twin(k).unwrap_or_else(|| panic!("{k:?} has no truncating twin"));
@@ -387,7 +387,7 @@ fn every_rounding_kernel_has_a_twin_and_a_test() {
 fn auto_on_a_prepared_weight_equals_the_twin_of_its_pick() {
     let Some(g) = common::hopper_gpu("Auto's rounding TMA kernels") else { return };
     let mut rng = common::rng("auto_on_a_prepared_weight_equals_the_twin_of_its_pick");
-    assert_eq!(g.gemm.rounding(), Tf32Rounding::Nearest, "the default rounding");
+    assert_eq!(g.gemm.precision(), Precision::Tf32, "the default rounding");
     let auto = &g.gemm;
     let mut picked = std::collections::BTreeSet::new();
     for (i, pb) in SHAPES.iter().enumerate() {
@@ -427,7 +427,7 @@ fn auto_on_a_prepared_weight_equals_the_twin_of_its_pick() {
 fn rounding_kernels_round_an_unrounded_prepared_w_first() {
     let Some(g) = common::hopper_gpu("the rounding TMA kernels") else { return };
     let mut rng = common::rng("rounding_kernels_round_an_unrounded_prepared_w_first");
-    let truncating = g.gemm.with_rounding(Tf32Rounding::Truncate);
+    let truncating = g.gemm.with_precision(Precision::Tf32Truncated);
     let shapes = [p(300, 520, 512, Sched::SplitK), p(129, 1000, 100, Sched::Any), p(1000, 1023, 1024, Sched::Any)];
     for kernel in common::rounding_w_readers() {
         let twin = common::trunc_twin(kernel).expect("a truncating twin");
@@ -441,7 +441,7 @@ fn rounding_kernels_round_an_unrounded_prepared_w_first() {
             let (x, w, xr, wr) = (up(&h.x), up(&h.w), up(&xr), up(&wr));
             let b = h.b.as_deref().map(up);
             let prepared = kg.prepare_weight(&g.stream, &MatrixRef::from_slice(&w, n, k)).expect("prepare_weight");
-            assert_eq!(prepared.rounding(), Tf32Rounding::Truncate);
+            assert_eq!(prepared.precision(), Precision::Tf32Truncated);
             let wv = MatrixRef::from_slice(&wr, n, k);
             let len = kg.workspace_len(&g.stream, &MatrixRef::from_slice(&x, m, k), &prepared).expect("workspace_len");
             let mut ws = g.stream.clone_htod(&common::poisoned(len.max(1))).expect("upload workspace");
@@ -452,7 +452,7 @@ fn rounding_kernels_round_an_unrounded_prepared_w_first() {
             assert_eq!(schedule(&pk), schedule(&pt), "{what}: {pk:?} vs {pt:?}");
             assert!(!pk.repack_x && pk.repack_w, "{what}: W must be rounded into the workspace first: {pk:?}");
             assert_bitwise(&ok, &ot, n, &what);
-            assert_eq!(pk.rounding, Tf32Rounding::Nearest, "{what}: X and W reached the tensor cores rounded: {pk:?}");
+            assert_eq!(pk.precision, Precision::Tf32, "{what}: X and W reached the tensor cores rounded: {pk:?}");
         }
     }
 }
@@ -475,20 +475,20 @@ fn prepare_weight_rounds_to_nearest_ties_away() {
         salt(&mut w, &mut rng);
         let eye: Vec<f32> = (0..k * k).map(|i| if i / k == i % k { 1.0 } else { 0.0 }).collect();
         let (xd, wd) = (g.stream.clone_htod(&eye).unwrap(), g.stream.clone_htod(&w).unwrap());
-        for (rounding, f) in [(Tf32Rounding::Nearest, tf32_rna as fn(f32) -> f32), (Tf32Rounding::Truncate, tf32_trunc)] {
+        for (precision, f) in [(Precision::Tf32, tf32_rna as fn(f32) -> f32), (Precision::Tf32Truncated, tf32_trunc)] {
             for &kernel in &kernels {
                 if g.gemm.wave(kernel) == 0 {
                     println!("{kernel:?} cannot run here");
                     continue;
                 }
-                let gemm = g.gemm.with_rounding(rounding).with_dispatch(Dispatch::Force(kernel));
+                let gemm = g.gemm.with_precision(precision).with_dispatch(Dispatch::Force(kernel));
                 let prepared = gemm.prepare_weight(&g.stream, &MatrixRef::from_slice(&wd, n, k)).expect("prepare_weight");
-                assert_eq!((prepared.rows(), prepared.cols(), prepared.ld(), prepared.rounding()), (n, k, k.next_multiple_of(32), rounding));
+                assert_eq!((prepared.rows(), prepared.cols(), prepared.ld(), prepared.precision()), (n, k, k.next_multiple_of(32), precision));
                 let (plan, out) = run(&g, &gemm, &xd, &prepared, None, (k, n, k), 0.0, n, None);
-                assert_eq!((plan.kernel, plan.rounding), (kernel, Tf32Rounding::Truncate), "{plan:?}");
+                assert_eq!((plan.kernel, plan.precision), (kernel, Precision::Tf32Truncated), "{plan:?}");
                 // out[i][j] = W[j][i], as prepared.
                 let want: Vec<f32> = (0..k * n).map(|e| f(w[(e % n) * k + e / n])).collect();
-                assert_bitwise(&out, &want, n, &format!("W ({n}x{k}) prepared by a {rounding:?} handle, read back through an identity X by {kernel:?} (row i, col j = W[j][i])"));
+                assert_bitwise(&out, &want, n, &format!("W ({n}x{k}) prepared by a {precision:?} handle, read back through an identity X by {kernel:?} (row i, col j = W[j][i])"));
             }
         }
     }

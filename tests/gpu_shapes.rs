@@ -18,7 +18,7 @@
 mod common;
 
 use common::{Case, Gpu, XDist};
-use gemm_epilogue::{Dispatch, Family, Kernel, Plan, Tf32Rounding};
+use gemm_epilogue::{Dispatch, Family, Kernel, Plan, Precision};
 
 const DIMS: [usize; 24] =
     [1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 255, 257, 1000, 1023, 1024, 1025, 4095, 4096, 4097];
@@ -78,10 +78,10 @@ fn run_shapes(g: &Gpu, dispatch: Dispatch, test: &str) {
     run_shapes_with(g, dispatch, test, |_, _, case| case);
 }
 
-/// [`run_shapes`] with `FusedGemm::with_rounding(rounding)`; every fourth triple with a workspace,
+/// [`run_shapes`] with `FusedGemm::with_precision(precision)`; every fourth triple with a workspace,
 /// every fourth (another) with a prepared W.
-fn run_shapes_rounded(g: &Gpu, dispatch: Dispatch, rounding: Tf32Rounding, test: &str) {
-    run_shapes_with(g, dispatch, test, |i, _, case| case.rounding(rounding).workspace(i % 4 == 1).prepared_w(i % 4 == 3));
+fn run_shapes_rounded(g: &Gpu, dispatch: Dispatch, precision: Precision, test: &str) {
+    run_shapes_with(g, dispatch, test, |i, _, case| case.precision(precision).workspace(i % 4 == 1).prepared_w(i % 4 == 3));
 }
 
 /// [`run_shapes`] for a kernel that reads W rounded ([`Kernel::needs_rounded_w`]): the cases
@@ -91,7 +91,7 @@ fn run_shapes_rounding_w(g: &Gpu, dispatch: Dispatch, test: &str) {
     assert!(kernel_of(dispatch).needs_rounded_w(), "{dispatch:?}");
     let (ran, refused, prepared) = run_shapes_with(g, dispatch, test, |i, j, case| match (i + 2 * j) % 4 {
         0 => case.prepared_w(true),
-        1 if i % 3 == 0 => case.workspace(true).rounding(Tf32Rounding::Truncate),
+        1 if i % 3 == 0 => case.workspace(true).precision(Precision::Tf32Truncated),
         1 => case.workspace(true),
         2 => case.prepared_w(true).workspace(true),
         _ => case,
@@ -109,7 +109,7 @@ fn kernel_of(dispatch: Dispatch) -> Kernel {
 }
 
 /// The loop of [`run_shapes`]: `vary(triple index, bias index, case)` sets each case's
-/// rounding, workspace and W. Returns how many cases ran, how many were refused, and how many of
+/// precision, workspace and W. Returns how many cases ran, how many were refused, and how many of
 /// those that ran had a prepared W.
 fn run_shapes_with(g: &Gpu, dispatch: Dispatch, test: &str, vary: impl Fn(usize, usize, Case) -> Case) -> (usize, usize, usize) {
     if let Dispatch::Force(kernel) = dispatch {
@@ -184,7 +184,7 @@ fn shapes_sm80_mma_128x256_scalar() {
 #[test]
 fn shapes_auto_round_to_nearest() {
     let Some(g) = common::gpu() else { return };
-    run_shapes_rounded(&g, Dispatch::Auto, Tf32Rounding::Nearest, "shapes_auto_round_to_nearest");
+    run_shapes_rounded(&g, Dispatch::Auto, Precision::Tf32, "shapes_auto_round_to_nearest");
 }
 
 /// Truncation asked: on sm_90 the truncating TMA kernels (a prepared W then holds W's bits as
@@ -192,7 +192,7 @@ fn shapes_auto_round_to_nearest() {
 #[test]
 fn shapes_auto_truncate() {
     let Some(g) = common::gpu() else { return };
-    run_shapes_rounded(&g, Dispatch::Auto, Tf32Rounding::Truncate, "shapes_auto_truncate");
+    run_shapes_rounded(&g, Dispatch::Auto, Precision::Tf32Truncated, "shapes_auto_truncate");
 }
 
 /// The default handle (`Nearest`) on a prepared W, every other triple with a workspace: on sm_90
@@ -200,7 +200,7 @@ fn shapes_auto_truncate() {
 #[test]
 fn shapes_auto_prepared_weight() {
     let Some(g) = common::gpu() else { return };
-    assert_eq!(g.gemm.rounding(), Tf32Rounding::Nearest, "the default rounding");
+    assert_eq!(g.gemm.precision(), Precision::Tf32, "the default rounding");
     run_shapes_with(&g, Dispatch::Auto, "shapes_auto_prepared_weight", |i, _, case| case.prepared_w(true).workspace(i % 2 == 1));
 }
 
@@ -622,7 +622,7 @@ fn reference_case(g: &Gpu, case: Case, test: &str) -> Plan {
 fn reference_shape_auto() {
     let Some(g) = common::gpu() else { return };
     let plan = reference_case(&g, Case::new(16384, 4096, 4096), "reference_shape_auto");
-    assert_eq!((plan.kernel.family(), plan.rounding), (Family::MmaSync, Tf32Rounding::Nearest), "{plan:?}");
+    assert_eq!((plan.kernel.family(), plan.precision), (Family::MmaSync, Precision::Tf32), "{plan:?}");
 }
 
 /// Truncation asked: on sm_90 the truncating cooperative cluster kernel, as Auto's default was
@@ -630,10 +630,10 @@ fn reference_shape_auto() {
 #[test]
 fn reference_shape_auto_truncate() {
     let Some(g) = common::gpu() else { return };
-    let case = Case::new(16384, 4096, 4096).rounding(Tf32Rounding::Truncate);
+    let case = Case::new(16384, 4096, 4096).precision(Precision::Tf32Truncated);
     let plan = reference_case(&g, case, "reference_shape_auto_truncate");
     if g.is_hopper() {
-        assert_eq!((plan.kernel.family(), plan.rounding), (Family::TmaWgmma, Tf32Rounding::Truncate), "{plan:?}");
+        assert_eq!((plan.kernel.family(), plan.precision), (Family::TmaWgmma, Precision::Tf32Truncated), "{plan:?}");
     }
 }
 
@@ -644,7 +644,7 @@ fn reference_shape_auto_prepared_weight() {
     let Some(g) = common::gpu() else { return };
     let case = Case::new(16384, 4096, 4096).prepared_w(true);
     let plan = reference_case(&g, case, "reference_shape_auto_prepared_weight");
-    assert_eq!((plan.rounding, plan.repack_x, plan.repack_w), (Tf32Rounding::Nearest, false, false), "{plan:?}");
+    assert_eq!((plan.precision, plan.repack_x, plan.repack_w), (Precision::Tf32, false, false), "{plan:?}");
     if g.is_hopper() {
         assert!(plan.kernel.needs_rounded_w(), "{plan:?}");
     }
@@ -673,9 +673,9 @@ fn reference_shape_sm80_mma_128x256_vec4_trunc() {
 #[test]
 fn reference_shape_auto_round_to_nearest() {
     let Some(g) = common::gpu() else { return };
-    let case = Case::new(16384, 4096, 4096).rounding(Tf32Rounding::Nearest).workspace(true);
+    let case = Case::new(16384, 4096, 4096).precision(Precision::Tf32).workspace(true);
     let plan = reference_case(&g, case, "reference_shape_auto_round_to_nearest");
-    assert_eq!(plan.rounding, Tf32Rounding::Nearest, "{plan:?}");
+    assert_eq!(plan.precision, Precision::Tf32, "{plan:?}");
     if g.is_hopper() {
         assert!(plan.kernel.needs_rounded_w() && plan.repack_w && !plan.repack_x, "{plan:?}");
     }

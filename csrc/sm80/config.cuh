@@ -3,7 +3,7 @@
 #pragma once
 
 #include "../common/epilogue.cuh"
-#include "../common/rounding.cuh"
+#include "../common/precision.cuh"
 #include "../common/tile_raster.cuh"
 
 namespace ge::sm80 {
@@ -26,7 +26,7 @@ enum class EpilogueStore {
 template <int TILE_M_, int TILE_N_, int TILE_K_,  // CTA tile
           int WARP_M_, int WARP_N_,              // warp tile
           int STAGES_,                           // cp.async pipeline depth
-          OperandAccess ACCESS_, Rounding ROUNDING_, EpilogueStore STORE_,
+          OperandAccess ACCESS_, Precision PRECISION_, EpilogueStore STORE_,
           int GROUP_M_ = 8,                                // raster group height (tiles) for L2 reuse
           class EPILOGUE_ = epilogue::BiasScaleResidual>  // applied to each accumulator
 struct KernelConfig {
@@ -37,7 +37,7 @@ struct KernelConfig {
     static constexpr int WARP_N = WARP_N_;
     static constexpr int STAGES = STAGES_;
     static constexpr OperandAccess ACCESS = ACCESS_;
-    static constexpr Rounding ROUNDING = ROUNDING_;
+    static constexpr Precision PRECISION = PRECISION_;
     static constexpr EpilogueStore STORE = STORE_;
     static constexpr int GROUP_M = GROUP_M_;
     using Epilogue = EPILOGUE_;

@@ -9,12 +9,12 @@
 #include "kernel.cuh"
 
 // NAME: the extern "C" symbol; P: its header prefix (P##_TILE_M ...); then the policies
-// (OperandAccess::..., Rounding::..., EpilogueStore::...). The header's THREADS and SMEM_BYTES
+// (OperandAccess::..., Precision::..., EpilogueStore::...). The header's THREADS and SMEM_BYTES
 // are checked against the config they describe.
-#define GE_SM80_ENTRY(NAME, P, ACCESS, ROUNDING, STORE)                                                     \
+#define GE_SM80_ENTRY(NAME, P, ACCESS, PRECISION, STORE)                                                     \
     extern "C" __global__ void __launch_bounds__(P##_THREADS, 1) NAME(const GeProblem p, const GeStreamK stream_k) { \
         using Config = ge::sm80::KernelConfig<P##_TILE_M, P##_TILE_N, P##_TILE_K, P##_WARP_M, P##_WARP_N,          \
-                                              P##_STAGES, ge::sm80::ACCESS, ge::ROUNDING, ge::sm80::STORE>;        \
+                                              P##_STAGES, ge::sm80::ACCESS, ge::PRECISION, ge::sm80::STORE>;        \
         static_assert(Config::THREADS == P##_THREADS, #P "_THREADS disagrees with the kernel config");             \
         static_assert(Config::SMEM_BYTES == P##_SMEM_BYTES, #P "_SMEM_BYTES disagrees with the kernel config");    \
         extern __shared__ __align__(128) float ge_sm80_smem[];                                                      \
@@ -22,14 +22,14 @@
     }
 
 // clang-format off
-GE_SM80_ENTRY(ge_sm80_mma_128x128x32_s3_vec4,       GE_SM80_MMA_128X128, OperandAccess::Vec4,   Rounding::Nearest,  EpilogueStore::Registers)
-GE_SM80_ENTRY(ge_sm80_mma_128x128x32_s3_vec4_trunc, GE_SM80_MMA_128X128, OperandAccess::Vec4,   Rounding::Truncate, EpilogueStore::Registers)
-GE_SM80_ENTRY(ge_sm80_mma_128x128x32_s3_scalar,     GE_SM80_MMA_128X128, OperandAccess::Scalar, Rounding::Nearest,  EpilogueStore::Registers)
-GE_SM80_ENTRY(ge_sm80_mma_128x256x32_s3_vec4,       GE_SM80_MMA_128X256, OperandAccess::Vec4,   Rounding::Nearest,  EpilogueStore::Staged)
-GE_SM80_ENTRY(ge_sm80_mma_128x256x32_s3_vec4_trunc, GE_SM80_MMA_128X256, OperandAccess::Vec4,   Rounding::Truncate, EpilogueStore::Registers)
-GE_SM80_ENTRY(ge_sm80_mma_128x256x32_s3_scalar,     GE_SM80_MMA_128X256, OperandAccess::Scalar, Rounding::Nearest,  EpilogueStore::Registers)
-GE_SM80_ENTRY(ge_sm80_mma_64x64x32_s4_vec4,         GE_SM80_MMA_64X64,   OperandAccess::Vec4,   Rounding::Nearest,  EpilogueStore::Registers)
-GE_SM80_ENTRY(ge_sm80_mma_64x64x32_s4_scalar,       GE_SM80_MMA_64X64,   OperandAccess::Scalar, Rounding::Nearest,  EpilogueStore::Registers)
+GE_SM80_ENTRY(ge_sm80_mma_128x128x32_s3_vec4,       GE_SM80_MMA_128X128, OperandAccess::Vec4,   Precision::Tf32,  EpilogueStore::Registers)
+GE_SM80_ENTRY(ge_sm80_mma_128x128x32_s3_vec4_trunc, GE_SM80_MMA_128X128, OperandAccess::Vec4,   Precision::Tf32Truncated, EpilogueStore::Registers)
+GE_SM80_ENTRY(ge_sm80_mma_128x128x32_s3_scalar,     GE_SM80_MMA_128X128, OperandAccess::Scalar, Precision::Tf32,  EpilogueStore::Registers)
+GE_SM80_ENTRY(ge_sm80_mma_128x256x32_s3_vec4,       GE_SM80_MMA_128X256, OperandAccess::Vec4,   Precision::Tf32,  EpilogueStore::Staged)
+GE_SM80_ENTRY(ge_sm80_mma_128x256x32_s3_vec4_trunc, GE_SM80_MMA_128X256, OperandAccess::Vec4,   Precision::Tf32Truncated, EpilogueStore::Registers)
+GE_SM80_ENTRY(ge_sm80_mma_128x256x32_s3_scalar,     GE_SM80_MMA_128X256, OperandAccess::Scalar, Precision::Tf32,  EpilogueStore::Registers)
+GE_SM80_ENTRY(ge_sm80_mma_64x64x32_s4_vec4,         GE_SM80_MMA_64X64,   OperandAccess::Vec4,   Precision::Tf32,  EpilogueStore::Registers)
+GE_SM80_ENTRY(ge_sm80_mma_64x64x32_s4_scalar,       GE_SM80_MMA_64X64,   OperandAccess::Scalar, Precision::Tf32,  EpilogueStore::Registers)
 // clang-format on
 
 #undef GE_SM80_ENTRY

@@ -12,9 +12,9 @@
 // Each matrix is 8 rows of one 16-byte chunk; the XOR swizzle (chunk ^ row % 8, smem_tile.cuh)
 // puts those 8 chunks in 8 different bank groups, so every ldmatrix phase is conflict-free.
 //
-// Operands are rounded to TF32 here, in registers (Rounding::Nearest: half an ulp added, so that
+// Operands are rounded to TF32 here, in registers (Precision::Tf32: half an ulp added, so that
 // the tensor core's truncation rounds, ge::ptx::add_half_ulp_tf32), or passed as fp32 and
-// truncated by the tensor core (Rounding::Truncate). The mainloop (mainloop.cuh) double-buffers
+// truncated by the tensor core (Precision::Tf32Truncated). The mainloop (mainloop.cuh) double-buffers
 // Frags: it loads k-step s+1 while the mma of k-step s issue.
 #pragma once
 
@@ -84,7 +84,7 @@ struct WarpMma {
             f.w[2 * j][0] = r[0], f.w[2 * j][1] = r[1];
             f.w[2 * j + 1][0] = r[2], f.w[2 * j + 1][1] = r[3];
         }
-        if constexpr (Cfg::ROUNDING == Rounding::Nearest) {
+        if constexpr (Cfg::PRECISION == Precision::Tf32) {
 #pragma unroll
             for (int i = 0; i < Cfg::FRAGS_M; ++i)
 #pragma unroll

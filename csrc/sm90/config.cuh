@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "../common/epilogue.cuh"
-#include "../common/rounding.cuh"
+#include "../common/precision.cuh"
 #include "../common/tile_raster.cuh"
 #include "smem_layout.cuh"
 
@@ -14,7 +14,7 @@ namespace ge::sm90 {
 // How the two consumer warpgroups share the work (warp_specialized.cuh).
 enum class Schedule { PingPong, Cooperative };
 
-template <int TILE_M_, int TILE_N_, int TILE_K_, int STAGES_, Schedule SCHEDULE_, int CLUSTER_M_, Rounding ROUNDING_,
+template <int TILE_M_, int TILE_N_, int TILE_K_, int STAGES_, Schedule SCHEDULE_, int CLUSTER_M_, Precision PRECISION_,
           int GROUP_M_ = 8, class EPILOGUE_ = ge::epilogue::BiasScaleResidual>
 struct KernelConfig {
     static constexpr int TILE_M = TILE_M_;  // rows of X / out per CTA tile (one TMA box, fewer rows when m is smaller)
@@ -28,8 +28,9 @@ struct KernelConfig {
     static constexpr int W_BOX_ROWS = TILE_N / CLUSTER_M;  // W map box rows: one CTA's slice
 
     // How X reaches the tensor cores (mainloop.cuh): from shared memory as TMA wrote it
-    // (Truncate), or through registers, rounded to nearest (Nearest; W must arrive rounded).
-    static constexpr Rounding ROUNDING = ROUNDING_;
+    // (Tf32Truncated), or through registers, rounded to nearest (Tf32; W must arrive rounded) or
+    // split into two TF32 parts (Tf32x3; W's two parts arrive in two tiles of each stage).
+    static constexpr Precision PRECISION = PRECISION_;
 
     static constexpr Schedule SCHEDULE = SCHEDULE_;
     static constexpr bool COOPERATIVE = SCHEDULE == Schedule::Cooperative;
@@ -52,11 +53,11 @@ struct KernelConfig {
     static constexpr int RELEASERS = TILE_PARTS * WARPGROUP_THREADS / 32;
     static constexpr int K_STEPS = TILE_K / WGMMA_K;  // k-steps per stage
     static constexpr int ACC_PER_ATOM = WGMMA_M * WGMMA_N / WARPGROUP_THREADS;  // fp32 regs
-    // Rounding::Nearest: register sets of X fragments (4 regs per 64-row atom) in flight, one
+    // Precision::Tf32: register sets of X fragments (4 regs per 64-row atom) in flight, one
     // wgmma group each. More sets keep more groups queued for the tensor cores while the next
     // fragment loads; two atoms per consumer already keep a set's group busy twice as long.
     static constexpr int X_BUFFERS = M_ATOMS > 1 ? 2 : 4;
-    // Rounding::Nearest with one 64-row atom of N <= 128: a k-step's wgmma is too short to hide
+    // Precision::Tf32 with one 64-row atom of N <= 128: a k-step's wgmma is too short to hide
     // the next fragment's load behind, so whole k-blocks are loaded and issued at once instead
     // (two k-blocks of fragments in registers: what these tiles' small accumulators leave room for).
     static constexpr bool X_BY_KBLOCK = M_ATOMS == 1 && TILE_N <= 128;

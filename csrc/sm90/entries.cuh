@@ -19,31 +19,31 @@
 #endif
 
 // NAME: the extern "C" symbol; P: its header prefix (P##_TILE_M ...); SCHEDULE: Schedule::...;
-// CLUSTER_M: CTAs per cluster along M; ROUNDING: Rounding::... of X (mainloop.cuh). The header's
+// CLUSTER_M: CTAs per cluster along M; PRECISION: Precision::... (mainloop.cuh). The header's
 // THREADS and SMEM_BYTES are checked against the config they describe.
-#define GE_SM90_ENTRY(NAME, P, SCHEDULE, CLUSTER_M, ROUNDING)                                                    \
+#define GE_SM90_ENTRY(NAME, P, SCHEDULE, CLUSTER_M, PRECISION)                                                    \
     extern "C" __global__ void __launch_bounds__(P##_THREADS, 1) NAME(const __grid_constant__ GeSm90Params p) {  \
         using Config =                                                                                           \
             ge::sm90::KernelConfig<P##_TILE_M, P##_TILE_N, P##_TILE_K, P##_STAGES, ge::sm90::SCHEDULE, CLUSTER_M, \
-                                   ge::ROUNDING>;                                                                  \
+                                   ge::PRECISION>;                                                                  \
         static_assert(Config::THREADS == P##_THREADS, #P "_THREADS disagrees with the kernel config");          \
         static_assert(Config::SMEM_BYTES == P##_SMEM_BYTES, #P "_SMEM_BYTES disagrees with the kernel config"); \
         GE_SM90_BODY(Config)                                                                                     \
     }
 
 // clang-format off
-GE_SM90_ENTRY(ge_sm90_pingpong_128x128x32_s6,                   GE_SM90_PINGPONG_128X128,    Schedule::PingPong,    /*CLUSTER_M*/ 1,   Rounding::Nearest)
-GE_SM90_ENTRY(ge_sm90_pingpong_128x128x32_s6_trunc,             GE_SM90_PINGPONG_128X128,    Schedule::PingPong,    /*CLUSTER_M*/ 1,   Rounding::Truncate)
-GE_SM90_ENTRY(ge_sm90_pingpong_64x128x32_s8,                    GE_SM90_PINGPONG_64X128,     Schedule::PingPong,    /*CLUSTER_M*/ 1,   Rounding::Nearest)
-GE_SM90_ENTRY(ge_sm90_pingpong_64x128x32_s8_trunc,              GE_SM90_PINGPONG_64X128,     Schedule::PingPong,    /*CLUSTER_M*/ 1,   Rounding::Truncate)
-GE_SM90_ENTRY(ge_sm90_pingpong_64x64x32_s12,                    GE_SM90_PINGPONG_64X64,      Schedule::PingPong,    /*CLUSTER_M*/ 1,   Rounding::Nearest)
-GE_SM90_ENTRY(ge_sm90_pingpong_64x64x32_s12_trunc,              GE_SM90_PINGPONG_64X64,      Schedule::PingPong,    /*CLUSTER_M*/ 1,   Rounding::Truncate)
-GE_SM90_ENTRY(ge_sm90_pingpong_128x128x32_s6_cluster2,          GE_SM90_PINGPONG_128X128,    Schedule::PingPong,    GE_SM90_CLUSTER_M, Rounding::Nearest)
-GE_SM90_ENTRY(ge_sm90_pingpong_128x128x32_s6_cluster2_trunc,    GE_SM90_PINGPONG_128X128,    Schedule::PingPong,    GE_SM90_CLUSTER_M, Rounding::Truncate)
-GE_SM90_ENTRY(ge_sm90_cooperative_128x256x32_s4,                GE_SM90_COOPERATIVE_128X256, Schedule::Cooperative, /*CLUSTER_M*/ 1,   Rounding::Nearest)
-GE_SM90_ENTRY(ge_sm90_cooperative_128x256x32_s4_trunc,          GE_SM90_COOPERATIVE_128X256, Schedule::Cooperative, /*CLUSTER_M*/ 1,   Rounding::Truncate)
-GE_SM90_ENTRY(ge_sm90_cooperative_128x256x32_s4_cluster2,       GE_SM90_COOPERATIVE_128X256, Schedule::Cooperative, GE_SM90_CLUSTER_M, Rounding::Nearest)
-GE_SM90_ENTRY(ge_sm90_cooperative_128x256x32_s4_cluster2_trunc, GE_SM90_COOPERATIVE_128X256, Schedule::Cooperative, GE_SM90_CLUSTER_M, Rounding::Truncate)
+GE_SM90_ENTRY(ge_sm90_pingpong_128x128x32_s6,                   GE_SM90_PINGPONG_128X128,    Schedule::PingPong,    /*CLUSTER_M*/ 1,   Precision::Tf32)
+GE_SM90_ENTRY(ge_sm90_pingpong_128x128x32_s6_trunc,             GE_SM90_PINGPONG_128X128,    Schedule::PingPong,    /*CLUSTER_M*/ 1,   Precision::Tf32Truncated)
+GE_SM90_ENTRY(ge_sm90_pingpong_64x128x32_s8,                    GE_SM90_PINGPONG_64X128,     Schedule::PingPong,    /*CLUSTER_M*/ 1,   Precision::Tf32)
+GE_SM90_ENTRY(ge_sm90_pingpong_64x128x32_s8_trunc,              GE_SM90_PINGPONG_64X128,     Schedule::PingPong,    /*CLUSTER_M*/ 1,   Precision::Tf32Truncated)
+GE_SM90_ENTRY(ge_sm90_pingpong_64x64x32_s12,                    GE_SM90_PINGPONG_64X64,      Schedule::PingPong,    /*CLUSTER_M*/ 1,   Precision::Tf32)
+GE_SM90_ENTRY(ge_sm90_pingpong_64x64x32_s12_trunc,              GE_SM90_PINGPONG_64X64,      Schedule::PingPong,    /*CLUSTER_M*/ 1,   Precision::Tf32Truncated)
+GE_SM90_ENTRY(ge_sm90_pingpong_128x128x32_s6_cluster2,          GE_SM90_PINGPONG_128X128,    Schedule::PingPong,    GE_SM90_CLUSTER_M, Precision::Tf32)
+GE_SM90_ENTRY(ge_sm90_pingpong_128x128x32_s6_cluster2_trunc,    GE_SM90_PINGPONG_128X128,    Schedule::PingPong,    GE_SM90_CLUSTER_M, Precision::Tf32Truncated)
+GE_SM90_ENTRY(ge_sm90_cooperative_128x256x32_s4,                GE_SM90_COOPERATIVE_128X256, Schedule::Cooperative, /*CLUSTER_M*/ 1,   Precision::Tf32)
+GE_SM90_ENTRY(ge_sm90_cooperative_128x256x32_s4_trunc,          GE_SM90_COOPERATIVE_128X256, Schedule::Cooperative, /*CLUSTER_M*/ 1,   Precision::Tf32Truncated)
+GE_SM90_ENTRY(ge_sm90_cooperative_128x256x32_s4_cluster2,       GE_SM90_COOPERATIVE_128X256, Schedule::Cooperative, GE_SM90_CLUSTER_M, Precision::Tf32)
+GE_SM90_ENTRY(ge_sm90_cooperative_128x256x32_s4_cluster2_trunc, GE_SM90_COOPERATIVE_128X256, Schedule::Cooperative, GE_SM90_CLUSTER_M, Precision::Tf32Truncated)
 // clang-format on
 
 // One cuOccupancyMaxActiveClusters answer serves both cluster kernels.

@@ -1,9 +1,9 @@
 // Mainloops of one consumer tile: acc[ma] = X(row0 + 64 ma .., :) · W(0 .. TILE_N, :)ᵀ over the
 // k-blocks of a work item, read from the stage ring. How X reaches the tensor cores is the
-// config's ROUNDING:
-//   Truncate  wgmma reads X and W from shared memory through descriptors, as TMA wrote them:
+// config's PRECISION:
+//   Tf32Truncated  wgmma reads X and W from shared memory through descriptors, as TMA wrote them:
 //             the tensor core ignores the low 13 mantissa bits (toward zero);
-//   Nearest   each k-step's X fragment goes through registers (ldmatrix from the swizzled
+//   Tf32      each k-step's X fragment goes through registers (ldmatrix from the swizzled
 //             stage), half a TF32 ulp added so that the tensor core's truncation rounds to
 //             nearest, ties away, then wgmma with A from registers; W is read from shared memory
 //             as it is, so the host gives these kernels W already rounded (a prepared weight,
@@ -15,7 +15,7 @@
 #include <type_traits>
 
 #include "../common/ptx.cuh"
-#include "../common/rounding.cuh"
+#include "../common/precision.cuh"
 #include "pipeline.cuh"
 #include "ptx.cuh"
 #include "smem_layout.cuh"
@@ -170,9 +170,9 @@ template <class Cfg>
 __device__ __forceinline__ uint32_t mma_tile(typename Cfg::Storage &s, PipelineState &pipe, int k_tiles,
                                              float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM], int row0, int warp,
                                              int lane) {
-    if constexpr (Cfg::ROUNDING == Rounding::Nearest && Cfg::X_BY_KBLOCK)
+    if constexpr (Cfg::PRECISION == Precision::Tf32 && Cfg::X_BY_KBLOCK)
         return mma_tile_rounded_x_by_kblock<Cfg>(s, pipe, k_tiles, acc, row0, warp, lane);
-    else if constexpr (Cfg::ROUNDING == Rounding::Nearest)
+    else if constexpr (Cfg::PRECISION == Precision::Tf32)
         return mma_tile_rounded_x<Cfg>(s, pipe, k_tiles, acc, row0, warp, lane);
     else
         return mma_tile_smem_x<Cfg>(s, pipe, k_tiles, acc, row0, lane);

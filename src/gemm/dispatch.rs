@@ -11,13 +11,13 @@ use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
 use crate::kernels::catalogue::Family;
 use crate::kernels::loaded::{unsupported, Occupancy};
-use crate::kernels::{Kernel, Tf32Rounding};
+use crate::kernels::{Kernel, Precision};
 
 /// How [`crate::FusedGemm`] picks a kernel.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Dispatch {
     /// The fastest kernel that can run the call and gives the rounding asked for
-    /// ([`crate::FusedGemm::with_rounding`]; docs/TILING.md has the rules).
+    /// ([`crate::FusedGemm::with_precision`]; docs/TILING.md has the rules).
     #[default]
     Auto,
     /// Exactly this kernel; a call it cannot run fails with [`Error::KernelUnavailable`]. Its
@@ -26,14 +26,14 @@ pub enum Dispatch {
 }
 
 /// A validated call as dispatch sees it: its shape, where X and W are, the rounding W was
-/// prepared for when it is a prepared weight (128-byte rows; rounded to nearest for `Nearest`,
-/// its raw bits for `Truncate`), and the f32 length of the workspace (0 without one).
+/// prepared for when it is a prepared weight (128-byte rows; rounded to nearest for `Tf32`,
+/// its raw bits for `Tf32Truncated`), and the f32 length of the workspace (0 without one).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Call {
     pub shape: Shape,
     pub x: Strided,
     pub w: Strided,
-    pub w_prepared: Option<Tf32Rounding>,
+    pub w_prepared: Option<Precision>,
     pub workspace: usize,
 }
 
@@ -41,13 +41,13 @@ pub(crate) struct Call {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Policy {
     pub dispatch: Dispatch,
-    pub rounding: Tf32Rounding,
+    pub precision: Precision,
 }
 
 /// The rounding a new [`crate::FusedGemm`] gives, on every device: to nearest, as cuBLAS's TF32
 /// GEMM (and PyTorch with TF32 on) does. Truncation is an explicit opt-in.
-pub(crate) fn default_rounding(_device: &DeviceInfo) -> Tf32Rounding {
-    Tf32Rounding::Nearest
+pub(crate) fn default_precision(_device: &DeviceInfo) -> Precision {
+    Precision::Tf32
 }
 
 /// Least waves of [`Kernel::Sm90Cooperative128x256Cluster2Trunc`]'s 256×256 cluster tiles for which
@@ -97,15 +97,15 @@ impl Size {
 /// without 144 KiB of shared memory per block fall through to). Each rounding has its own
 /// builds; the first that can run the call runs. The scalar-load kernels (any shape) only round
 /// to nearest: they are load-bound, so rounding costs them nothing.
-fn preference(size: Size, aligned_rows: bool, rounding: Tf32Rounding) -> &'static [Kernel] {
+fn preference(size: Size, aligned_rows: bool, precision: Precision) -> &'static [Kernel] {
     use Kernel::*;
     use Size::*;
-    match (size, aligned_rows, rounding) {
-        (Large, true, Tf32Rounding::Truncate) => &[Sm90Cooperative128x256Cluster2Trunc, Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4Trunc, Sm80Mma128x128Vec4Trunc, Sm80Mma64x64Vec4],
-        (Medium, true, Tf32Rounding::Truncate) => &[Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4Trunc, Sm80Mma128x128Vec4Trunc, Sm80Mma64x64Vec4],
-        (Small64x64, true, Tf32Rounding::Truncate) => &[Sm90Pingpong64x64Trunc, Sm80Mma64x64Vec4],
-        (Small64x128, true, Tf32Rounding::Truncate) => &[Sm90Pingpong64x128Trunc, Sm80Mma64x64Vec4],
-        (Small, true, Tf32Rounding::Truncate) => &[Sm90Pingpong128x128Trunc, Sm80Mma64x64Vec4],
+    match (size, aligned_rows, precision) {
+        (Large, true, Precision::Tf32Truncated) => &[Sm90Cooperative128x256Cluster2Trunc, Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4Trunc, Sm80Mma128x128Vec4Trunc, Sm80Mma64x64Vec4],
+        (Medium, true, Precision::Tf32Truncated) => &[Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4Trunc, Sm80Mma128x128Vec4Trunc, Sm80Mma64x64Vec4],
+        (Small64x64, true, Precision::Tf32Truncated) => &[Sm90Pingpong64x64Trunc, Sm80Mma64x64Vec4],
+        (Small64x128, true, Precision::Tf32Truncated) => &[Sm90Pingpong64x128Trunc, Sm80Mma64x64Vec4],
+        (Small, true, Precision::Tf32Truncated) => &[Sm90Pingpong128x128Trunc, Sm80Mma64x64Vec4],
         (Large, true, _) => &[Sm90Cooperative128x256Cluster2, Sm90Pingpong128x128, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
         (Medium, true, _) => &[Sm90Pingpong128x128, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
         (Small64x64, true, _) => &[Sm90Pingpong64x64, Sm80Mma64x64Vec4],
@@ -118,13 +118,13 @@ fn preference(size: Size, aligned_rows: bool, rounding: Tf32Rounding) -> &'stati
 
 /// Chooses the kernel for a validated, non-empty call and plans its launch. With
 /// [`Dispatch::Auto`], the first kernel of [`preference`] that can run it and gives
-/// `policy.rounding`; a forced kernel runs as it is.
+/// `policy.precision`; a forced kernel runs as it is.
 pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy, c: Call) -> Result<Plan> {
     let s = c.shape;
     let (x_ok, w_ok) = (c.x.rows_aligned(s.k), c.w.rows_aligned(s.k));
     // What a kernel would take from the workspace: unaligned operands repacked, and W repacked
     // (rounded) for a kernel that reads W rounded when it is not a weight prepared rounded.
-    let w_rounded = c.w_prepared == Some(Tf32Rounding::Nearest);
+    let w_rounded = c.w_prepared == Some(Precision::Tf32);
     let repacks = |kernel: Kernel| -> (bool, bool) {
         let aligned = kernel.needs_aligned_rows();
         (aligned && !x_ok, (aligned && !w_ok) || (kernel.needs_rounded_w() && !w_rounded))
@@ -155,7 +155,7 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
             // need it go to the scalar-load kernels.
             let worth_repacking = s.macs() >= REPACK_MIN_MACS;
             let aligned = (x_ok && w_ok) || (s.k > 0 && worth_repacking && fits_any_repack(s, x_ok, w_ok, c.workspace));
-            let preferred = preference(Size::of(s, device, occupancy), aligned, policy.rounding);
+            let preferred = preference(Size::of(s, device, occupancy), aligned, policy.precision);
             let cheap = |kernel: Kernel| {
                 let (x, w) = repacks(kernel);
                 !(x || w) || worth_repacking
@@ -188,7 +188,7 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
         smem_bytes: spec.smem_bytes,
         repack_x,
         repack_w,
-        rounding: plan_rounding(kernel, repack_x, repack_w || w_rounded),
+        precision: plan_precision(kernel, repack_x, repack_w || w_rounded),
         stream_k_tiles: sk.map_or(0, |sk| sk.tiles),
         stream_k_ctas: sk.map_or(0, |sk| sk.ctas),
         tma_store: false,
@@ -203,14 +203,14 @@ fn fits_any_repack(s: Shape, x_ok: bool, w_ok: bool, workspace: usize) -> bool {
 
 /// How the operands the tensor cores saw were rounded: to nearest when X and W both were (by
 /// the kernel, or by a repack or a prepared weight before it), else truncated.
-fn plan_rounding(kernel: Kernel, x_rounded_before: bool, w_rounded_before: bool) -> Tf32Rounding {
-    let nearest = kernel.rounding() == Tf32Rounding::Nearest;
+fn plan_precision(kernel: Kernel, x_rounded_before: bool, w_rounded_before: bool) -> Precision {
+    let nearest = kernel.precision() == Precision::Tf32;
     let x = nearest || x_rounded_before;
     let w = (nearest && !kernel.needs_rounded_w()) || w_rounded_before;
     if x && w {
-        Tf32Rounding::Nearest
+        Precision::Tf32
     } else {
-        Tf32Rounding::Truncate
+        Precision::Tf32Truncated
     }
 }
 

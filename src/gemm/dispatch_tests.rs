@@ -31,23 +31,23 @@ fn st(addr: u64, ld: usize) -> Strided {
 const ALIGNED: u64 = 0x7f00_0000_0000;
 
 /// `select` with an explicit rounding; x and w as (address, ld).
-fn select_kernel(d: &Dev, dispatch: Dispatch, rounding: Tf32Rounding, s: Shape, x: (u64, usize), w: (u64, usize), workspace: usize) -> Result<Plan> {
+fn select_kernel(d: &Dev, dispatch: Dispatch, precision: Precision, s: Shape, x: (u64, usize), w: (u64, usize), workspace: usize) -> Result<Plan> {
     let call = Call { shape: s, x: st(x.0, x.1), w: st(w.0, w.1), w_prepared: None, workspace };
-    super::select(&d.info, &d.occ, Policy { dispatch, rounding }, call)
+    super::select(&d.info, &d.occ, Policy { dispatch, precision }, call)
 }
 
 /// `select` with the rounding of each device's fastest kernels before the sm_90 rounding kernels
 /// existed: truncation on sm_90, round to nearest elsewhere. The rules of the truncating sm_90
 /// kernels are pinned with it; the rounding ones have tests of their own below.
 fn select(d: &Dev, dispatch: Dispatch, s: Shape, x: (u64, usize), w: (u64, usize), workspace: usize) -> Result<Plan> {
-    let rounding = if d.info.is_hopper() { Tf32Rounding::Truncate } else { Tf32Rounding::Nearest };
-    select_kernel(d, dispatch, rounding, s, x, w, workspace)
+    let precision = if d.info.is_hopper() { Precision::Tf32Truncated } else { Precision::Tf32 };
+    select_kernel(d, dispatch, precision, s, x, w, workspace)
 }
 
 /// `select` of a prepared (rounded, 128-byte-aligned) W.
-fn select_prepared(d: &Dev, dispatch: Dispatch, rounding: Tf32Rounding, s: Shape, x: (u64, usize), workspace: usize) -> Result<Plan> {
-    let call = Call { shape: s, x: st(x.0, x.1), w: st(ALIGNED, s.k.next_multiple_of(32)), w_prepared: Some(rounding), workspace };
-    super::select(&d.info, &d.occ, Policy { dispatch, rounding }, call)
+fn select_prepared(d: &Dev, dispatch: Dispatch, precision: Precision, s: Shape, x: (u64, usize), workspace: usize) -> Result<Plan> {
+    let call = Call { shape: s, x: st(x.0, x.1), w: st(ALIGNED, s.k.next_multiple_of(32)), w_prepared: Some(precision), workspace };
+    super::select(&d.info, &d.occ, Policy { dispatch, precision }, call)
 }
 
 #[allow(non_snake_case)]
@@ -118,62 +118,62 @@ fn a_workspace_lets_unaligned_operands_reach_the_fast_kernels() {
 
 #[test]
 fn rounding_decides_between_truncating_and_rounding_kernels() {
-    use Tf32Rounding::{Nearest, Truncate};
+    use Precision::{Tf32 as Nearest, Tf32Truncated as Truncate};
     let s = shape(16384, 4096, 4096);
     let a = (ALIGNED, 4096);
     let pick = |d: &Dev, r, ws| select_kernel(d, Dispatch::Auto, r, s, a, a, ws).unwrap();
     // The default rounds to nearest on every device.
-    assert_eq!((default_rounding(&H200().info), default_rounding(&A100().info)), (Nearest, Nearest));
+    assert_eq!((default_precision(&H200().info), default_precision(&A100().info)), (Nearest, Nearest));
     // A100: the truncating mma.sync kernels only when asked for.
     let p = pick(&A100(), Truncate, 0);
-    assert_eq!((p.kernel, p.rounding), (Kernel::Sm80Mma128x256Vec4Trunc, Truncate));
+    assert_eq!((p.kernel, p.precision), (Kernel::Sm80Mma128x256Vec4Trunc, Truncate));
     let p = pick(&A100(), Nearest, usize::MAX);
-    assert_eq!((p.kernel, p.rounding, p.repack_x, p.repack_w), (Kernel::Sm80Mma128x256Vec4, Nearest, false, false));
+    assert_eq!((p.kernel, p.precision, p.repack_x, p.repack_w), (Kernel::Sm80Mma128x256Vec4, Nearest, false, false));
     let p = pick(&RTX4090(), Truncate, 0);
     assert_eq!(p.kernel, Kernel::Sm80Mma128x128Vec4Trunc, "128×256 does not fit sm_89");
     // H200, Nearest: the TMA kernel that rounds X in registers, with W rounded into the
     // workspace (N · K floats: X is not repacked)...
     let w_len = 4096 * 4096;
     let p = pick(&H200(), Nearest, w_len);
-    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.rounding), (Kernel::Sm90Cooperative128x256Cluster2, false, true, Nearest));
+    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision), (Kernel::Sm90Cooperative128x256Cluster2, false, true, Nearest));
     assert_eq!(p.workspace_len(), w_len, "no room left for stream-K");
     let p = pick(&H200(), Nearest, usize::MAX);
     assert!(p.repack_w && !p.repack_x && p.stream_k_tiles > 0 && p.workspace_len() > w_len, "{p:?}");
     // ...or a prepared W, which needs no workspace at all...
     let p = select_prepared(&H200(), Dispatch::Auto, Nearest, s, a, 0).unwrap();
-    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.rounding, p.workspace_len()), (Kernel::Sm90Cooperative128x256Cluster2, false, false, Nearest, 0));
+    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision, p.workspace_len()), (Kernel::Sm90Cooperative128x256Cluster2, false, false, Nearest, 0));
     // ...else the mma.sync kernels that round in registers.
     let p = pick(&H200(), Nearest, w_len - 1);
-    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.rounding), (Kernel::Sm80Mma128x256Vec4, false, false, Nearest));
+    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision), (Kernel::Sm80Mma128x256Vec4, false, false, Nearest));
     let p = pick(&H200(), Truncate, usize::MAX);
-    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.rounding), (Kernel::Sm90Cooperative128x256Cluster2Trunc, false, false, Truncate));
+    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision), (Kernel::Sm90Cooperative128x256Cluster2Trunc, false, false, Truncate));
     // Each size class has its rounding kernel, with a prepared W.
     for (m, k) in [(1, Kernel::Sm90Pingpong64x64), (200, Kernel::Sm90Pingpong64x128), (1024, Kernel::Sm90Pingpong128x128)] {
         let p = select_prepared(&H200(), Dispatch::Auto, Nearest, shape(m, 4096, 4096), a, 0).unwrap();
-        assert_eq!((p.kernel, p.rounding), (k, Nearest), "M = {m}");
+        assert_eq!((p.kernel, p.precision), (k, Nearest), "M = {m}");
     }
     // Small problems with a raw W are not worth a repack: the mma.sync 64×64 tile rounds.
     let small = shape(128, 256, 64);
     let p = select_kernel(&H200(), Dispatch::Auto, Nearest, small, (ALIGNED, 64), (ALIGNED, 64), usize::MAX).unwrap();
-    assert_eq!((p.kernel, p.rounding, p.repack_w), (Kernel::Sm80Mma64x64Vec4, Nearest, false));
+    assert_eq!((p.kernel, p.precision, p.repack_w), (Kernel::Sm80Mma64x64Vec4, Nearest, false));
     // A forced kernel runs as it is, and the plan says how it rounds.
     let p = select_kernel(&H200(), Dispatch::Force(Kernel::Sm80Mma128x256Vec4Trunc), Nearest, s, a, a, usize::MAX).unwrap();
-    assert_eq!((p.rounding, p.repack_x), (Truncate, false));
+    assert_eq!((p.precision, p.repack_x), (Truncate, false));
     let p = select_prepared(&H200(), Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc), Nearest, s, a, 0).unwrap();
-    assert_eq!(p.rounding, Truncate, "X truncated, whatever W was");
+    assert_eq!(p.precision, Truncate, "X truncated, whatever W was");
     // A forced rounding kernel needs W rounded: prepared, or room to round it into.
     let forced = Dispatch::Force(Kernel::Sm90Pingpong128x128);
     let e = select_kernel(&H200(), forced, Nearest, s, a, a, w_len - 1).unwrap_err();
     assert!(matches!(e, Error::KernelUnavailable { .. }) && e.to_string().contains("prepared weight"), "{e}");
     let p = select_kernel(&H200(), forced, Truncate, s, a, a, w_len).unwrap();
-    assert_eq!((p.repack_w, p.rounding), (true, Nearest), "the kernel rounds whatever the handle asks");
+    assert_eq!((p.repack_w, p.precision), (true, Nearest), "the kernel rounds whatever the handle asks");
     // Unaligned operands: repacking rounds them, so even the truncating TMA kernel gives Nearest.
     let u = (ALIGNED, 4097);
     let s = shape(16383, 4095, 4097);
     let p = select_kernel(&H200(), Dispatch::Auto, Truncate, s, u, u, usize::MAX).unwrap();
-    assert_eq!((p.kernel, p.rounding), (Kernel::Sm90Cooperative128x256Cluster2Trunc, Nearest));
+    assert_eq!((p.kernel, p.precision), (Kernel::Sm90Cooperative128x256Cluster2Trunc, Nearest));
     let p = select_kernel(&H200(), Dispatch::Auto, Nearest, s, u, u, usize::MAX).unwrap();
-    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.rounding), (Kernel::Sm90Cooperative128x256Cluster2, true, true, Nearest));
+    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision), (Kernel::Sm90Cooperative128x256Cluster2, true, true, Nearest));
 }
 
 #[test]
@@ -274,7 +274,7 @@ fn stream_k_for_mma_sync_kernels_counts_resident_ctas() {
     // 4096 tiles of 128×128, two CTAs per SM: waves of 264, 15 of them and 136 tiles.
     let p = force(&H200(), Kernel::Sm80Mma128x128Vec4Trunc, s);
     assert_eq!((p.stream_k_tiles, p.stream_k_ctas, p.grid), (136, 264, 3960 + 264));
-    // The A100's default (rounding) kernel: 108 SMs, 18 waves and 104 tiles.
+    // The A100's default (precision) kernel: 108 SMs, 18 waves and 104 tiles.
     let p = select(&A100(), Dispatch::Auto, s, a(4096), a(4096), usize::MAX).unwrap();
     assert_eq!((p.kernel, p.stream_k_tiles, p.stream_k_ctas, p.grid), (Kernel::Sm80Mma128x256Vec4, 104, 108, 2052));
     // Split-K: 128 tiles of 64×64 and 128 k-blocks, two per SM fit: 216 CTAs share them all.

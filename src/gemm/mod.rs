@@ -29,7 +29,7 @@ pub(crate) use shape::Shape;
 use crate::device::DeviceInfo;
 use crate::error::{Error, Operand, Result};
 use crate::kernels::loaded::LoadedKernels;
-use crate::kernels::{Kernel, Tf32Rounding};
+use crate::kernels::{Kernel, Precision};
 use crate::matrix::{MatrixMut, MatrixRef};
 use dispatch::{Call, Policy};
 use launch::Addresses;
@@ -51,7 +51,7 @@ impl std::fmt::Debug for FusedGemm {
         f.debug_struct("FusedGemm")
             .field("device", &self.kernels.device)
             .field("dispatch", &self.policy.dispatch)
-            .field("rounding", &self.policy.rounding)
+            .field("rounding", &self.policy.precision)
             .finish()
     }
 }
@@ -64,7 +64,7 @@ impl FusedGemm {
             let (major, minor) = device.compute_capability;
             return Err(Error::UnsupportedDevice { major, minor });
         }
-        let policy = Policy { dispatch: Dispatch::Auto, rounding: dispatch::default_rounding(&device) };
+        let policy = Policy { dispatch: Dispatch::Auto, precision: dispatch::default_precision(&device) };
         Ok(Self { kernels: Arc::new(LoadedKernels::load(ctx, device)?), policy })
     }
 
@@ -74,16 +74,16 @@ impl FusedGemm {
     }
 
     /// A handle sharing the loaded kernels whose [`Dispatch::Auto`] only picks kernels (or
-    /// repacks) that give `rounding`. The default is [`Tf32Rounding::Nearest`] on every device,
+    /// repacks) that give `rounding`. The default is [`Precision::Tf32`] on every device,
     /// as cuBLAS's TF32 GEMM rounds. On sm_90 it runs the TMA kernels that round X in registers,
     /// on a [`PreparedWeight`] or on W rounded into the workspace of
     /// [`FusedGemm::run_with_workspace`] (an extra pass over W, taken from 2²⁷ multiply-adds);
     /// otherwise the mma.sync kernels that round in registers (slower there).
-    /// [`Tf32Rounding::Truncate`] is an opt-in: faster where rounding costs instructions, with a
+    /// [`Precision::Tf32Truncated`] is an opt-in: faster where rounding costs instructions, with a
     /// larger error biased toward zero. docs/EPILOGUE.md has the error of each,
     /// docs/BENCHMARKS.md the cost.
-    pub fn with_rounding(&self, rounding: Tf32Rounding) -> Self {
-        Self { policy: Policy { rounding, ..self.policy }, ..self.clone() }
+    pub fn with_precision(&self, precision: Precision) -> Self {
+        Self { policy: Policy { precision, ..self.policy }, ..self.clone() }
     }
 
     /// The dispatch rule in use.
@@ -92,8 +92,8 @@ impl FusedGemm {
     }
 
     /// The operand rounding [`Dispatch::Auto`] provides.
-    pub fn rounding(&self) -> Tf32Rounding {
-        self.policy.rounding
+    pub fn precision(&self) -> Precision {
+        self.policy.precision
     }
 
     /// The device the kernels were loaded for.
@@ -290,18 +290,18 @@ impl FusedGemm {
         if len > 0 {
             let (src, _src_guard) = w.data.device_ptr(stream);
             let (dst, _dst_guard) = data.device_ptr_mut(stream);
-            let round = self.policy.rounding == Tf32Rounding::Nearest;
+            let round = self.policy.precision == Precision::Tf32;
             launch::repack(&self.kernels, stream, Strided { addr: src, ld: w.ld }, shape.n, shape.k, Strided { addr: dst, ld }, round)?;
         }
-        Ok(PreparedWeight::new(data, shape.n, shape.k, ld, self.policy.rounding))
+        Ok(PreparedWeight::new(data, shape.n, shape.k, ld, self.policy.precision))
     }
 
     /// W as a matrix view and the rounding it was prepared for, once checked that a prepared
     /// weight serves this handle: only handles of the rounding it was prepared for take it.
-    fn weight<'w>(&self, w: &'w impl Weight) -> Result<(MatrixRef<'w>, Option<Tf32Rounding>)> {
+    fn weight<'w>(&self, w: &'w impl Weight) -> Result<(MatrixRef<'w>, Option<Precision>)> {
         let (view, prepared) = w.view();
         match prepared {
-            Some(r) if r != self.policy.rounding => Err(Error::PreparedForOtherRounding { prepared: r, asked: self.policy.rounding }),
+            Some(r) if r != self.policy.precision => Err(Error::PreparedForOtherPrecision { prepared: r, asked: self.policy.precision }),
             _ => Ok((view, prepared)),
         }
     }

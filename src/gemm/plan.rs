@@ -2,7 +2,7 @@
 
 use super::shape::Strided;
 use super::workspace::WorkspaceLayout;
-use crate::kernels::{Family, Kernel, Tf32Rounding};
+use crate::kernels::{Family, Kernel, Precision};
 
 /// What a call ran (or would run): the kernel, its launch shape and its use of the workspace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,10 +25,10 @@ pub struct Plan {
     /// Likewise for W, which is also copied (and so rounded) for the sm_90 kernels that read it
     /// rounded ([`Kernel::needs_rounded_w`]) when it is not a weight prepared rounded.
     pub repack_w: bool,
-    /// How the operands the tensor cores saw were converted to TF32: [`Tf32Rounding::Nearest`]
+    /// How the operands the tensor cores saw were converted to TF32: [`Precision::Tf32`]
     /// when X and W both were rounded to nearest — by the kernel, by a repack, or (W) as a
-    /// [`crate::PreparedWeight`] of a rounding handle — else [`Tf32Rounding::Truncate`].
-    pub rounding: Tf32Rounding,
+    /// [`crate::PreparedWeight`] of a rounding handle — else [`Precision::Tf32Truncated`].
+    pub precision: Precision,
     /// Tiles that [`Plan::stream_k_ctas`] CTAs share along K (stream-K, one partial tile per
     /// such CTA in the workspace): every tile when there are fewer tiles than fit on the device
     /// at once (split-K), or on large problems the last, partial wave (with the wave before it

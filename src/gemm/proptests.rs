@@ -15,7 +15,7 @@ use crate::device::DeviceInfo;
 use crate::error::Error;
 use crate::kernels::catalogue::{Family, KERNEL_COUNT};
 use crate::kernels::loaded::{unsupported, Occupancy};
-use crate::kernels::{Kernel, Tf32Rounding};
+use crate::kernels::{Kernel, Precision};
 
 const CASES: u32 = 2000;
 
@@ -45,8 +45,8 @@ fn device() -> impl Strategy<Value = Dev> {
     ]
 }
 
-fn rounding() -> impl Strategy<Value = Tf32Rounding> {
-    prop_oneof![Just(Tf32Rounding::Nearest), Just(Tf32Rounding::Truncate)]
+fn precision() -> impl Strategy<Value = Precision> {
+    prop_oneof![Just(Precision::Tf32), Just(Precision::Tf32Truncated)]
 }
 
 fn dispatch() -> impl Strategy<Value = Dispatch> {
@@ -115,18 +115,18 @@ fn case() -> impl Strategy<Value = Case> {
     (
         device(),
         dispatch(),
-        rounding(),
+        precision(),
         (nonempty_dim(), nonempty_dim(), dim()),
         (addr(), addr(), 0usize..=8, 0usize..=8),
-        prop_oneof![Just(None), rounding().prop_map(Some)],
+        prop_oneof![Just(None), precision().prop_map(Some)],
         ws(),
         any::<bool>(),
     )
-        .prop_map(|(dev, dispatch, rounding, (m, n, k), (xa, wa, xpad, wpad), w_prepared, ws, tidy)| {
+        .prop_map(|(dev, dispatch, precision, (m, n, k), (xa, wa, xpad, wpad), w_prepared, ws, tidy)| {
             // Half the calls have operands with 16-byte rows (K % 4 == 0, aligned bases, leading
             // dimensions multiples of 4), which random ones rarely all are.
             let (k, xa, wa, xpad, wpad) = if tidy { (k / 4 * 4, xa & !15, wa & !15, xpad / 4 * 4, wpad / 4 * 4) } else { (k, xa, wa, xpad, wpad) };
-            let policy = Policy { dispatch, rounding };
+            let policy = Policy { dispatch, precision };
             let shape = Shape { m, n, k };
             let call = Call { shape, x: Strided { addr: xa, ld: k + xpad }, w: Strided { addr: wa, ld: k + wpad }, w_prepared, workspace: usize::MAX };
             Case { dev, policy, call, ws }
@@ -235,15 +235,15 @@ fn check_plan(c: &Case) -> Result<(), TestCaseError> {
         prop_assert!(!plan.repack_x && !plan.repack_w, "a scalar-load kernel with a repack");
     }
     if k.needs_rounded_w() {
-        prop_assert!(plan.repack_w || call.w_prepared == Some(Tf32Rounding::Nearest), "W not rounded for a kernel that reads it rounded");
+        prop_assert!(plan.repack_w || call.w_prepared == Some(Precision::Tf32), "W not rounded for a kernel that reads it rounded");
     }
     if plan.repack_x || plan.repack_w {
         prop_assert!(s.k > 0);
     }
 
-    // 4. Auto gives the rounding asked for when it is Nearest.
-    if policy.dispatch == Dispatch::Auto && policy.rounding == Tf32Rounding::Nearest {
-        prop_assert_eq!(plan.rounding, Tf32Rounding::Nearest);
+    // 4. Auto gives the rounding asked for when it is Tf32.
+    if policy.dispatch == Dispatch::Auto && policy.precision == Precision::Tf32 {
+        prop_assert_eq!(plan.precision, Precision::Tf32);
     }
 
     // 5. The plan fits exactly in what it says it needs: same plan again.

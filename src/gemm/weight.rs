@@ -5,7 +5,7 @@
 
 use cudarc::driver::CudaSlice;
 
-use crate::kernels::Tf32Rounding;
+use crate::kernels::Precision;
 use crate::matrix::MatrixRef;
 
 /// W copied for the kernels by [`crate::FusedGemm::prepare_weight`]: N rows of K elements at a
@@ -20,13 +20,13 @@ pub struct PreparedWeight {
     rows: usize,
     cols: usize,
     ld: usize,
-    rounding: Tf32Rounding,
+    precision: Precision,
 }
 
 impl PreparedWeight {
-    pub(crate) fn new(data: CudaSlice<f32>, rows: usize, cols: usize, ld: usize, rounding: Tf32Rounding) -> Self {
+    pub(crate) fn new(data: CudaSlice<f32>, rows: usize, cols: usize, ld: usize, precision: Precision) -> Self {
         debug_assert!(data.len() >= rows * ld && ld >= cols);
-        Self { data, rows, cols, ld, rounding }
+        Self { data, rows, cols, ld, precision }
     }
 
     /// N: rows of W (output features).
@@ -42,8 +42,8 @@ impl PreparedWeight {
         self.ld
     }
     /// The rounding it was prepared for (that of the handle that prepared it).
-    pub fn rounding(&self) -> Tf32Rounding {
-        self.rounding
+    pub fn precision(&self) -> Precision {
+        self.precision
     }
     /// The prepared values as an N × K matrix view (stride [`PreparedWeight::ld`]).
     pub fn matrix(&self) -> MatrixRef<'_> {
@@ -62,17 +62,17 @@ mod sealed {
 pub trait Weight: sealed::Sealed {
     /// W as a matrix view, and the rounding it was prepared for (`None`: as the caller gave it).
     #[doc(hidden)]
-    fn view(&self) -> (MatrixRef<'_>, Option<Tf32Rounding>);
+    fn view(&self) -> (MatrixRef<'_>, Option<Precision>);
 }
 
 impl Weight for MatrixRef<'_> {
-    fn view(&self) -> (MatrixRef<'_>, Option<Tf32Rounding>) {
+    fn view(&self) -> (MatrixRef<'_>, Option<Precision>) {
         (MatrixRef::with_ld(self.data.slice(0..self.data.len()), self.rows, self.cols, self.ld), None)
     }
 }
 
 impl Weight for PreparedWeight {
-    fn view(&self) -> (MatrixRef<'_>, Option<Tf32Rounding>) {
-        (self.matrix(), Some(self.rounding))
+    fn view(&self) -> (MatrixRef<'_>, Option<Precision>) {
+        (self.matrix(), Some(self.precision))
     }
 }

@@ -17,18 +17,25 @@ pub enum Family {
     TmaWgmma,
 }
 
-/// How fp32 operands become TF32 for the tensor cores (docs/EPILOGUE.md).
+/// What a call computes its products with (docs/EPILOGUE.md): how the fp32 operands become TF32
+/// for the tensor cores, and how many TF32 products make one fp32 product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum Tf32Rounding {
-    /// To nearest, ties away from zero (`cvt.rna.tf32.f32`), as cuBLAS's TF32 GEMM does: a
-    /// relative error of at most 2⁻¹¹ per operand, unbiased.
-    Nearest,
-    /// The fp32 bits go to the tensor cores, which ignore the low 13 mantissa bits (what CUTLASS's
-    /// TF32 kernels on fp32 data do): up to 2⁻¹⁰ per operand, always toward zero, so products are
-    /// biased toward zero. Faster where rounding costs instructions in the mainloop; an explicit
-    /// opt-in ([`crate::FusedGemm::with_rounding`]).
-    Truncate,
+pub enum Precision {
+    /// One TF32 product per multiply-add, operands rounded to nearest, ties away from zero
+    /// (`cvt.rna.tf32.f32`), as cuBLAS's TF32 GEMM does: a relative error of at most 2⁻¹¹ per
+    /// operand, unbiased. The default.
+    Tf32,
+    /// One TF32 product, the fp32 bits given to the tensor cores as they are: they ignore the low
+    /// 13 mantissa bits (what CUTLASS's TF32 kernels on fp32 data do), up to 2⁻¹⁰ per operand,
+    /// always toward zero, so products are biased toward zero. An explicit opt-in
+    /// ([`crate::FusedGemm::with_precision`]) for kernels where rounding costs time.
+    Tf32Truncated,
+    /// Three TF32 products per multiply-add ("3xTF32"): each operand split into a rounded TF32
+    /// part and a rounded TF32 remainder, `a = a_big + a_small`, and `a_small·b_big +
+    /// a_big·b_small + a_big·b_big` accumulated in fp32 (`a_small·b_small` is below fp32's
+    /// resolution). The error of an fp32 GEMM at about three times the TF32 time.
+    Tf32x3,
 }
 
 /// How a kernel's CTA divides its work (the `csrc/` folder and template that implement it).
@@ -69,7 +76,7 @@ pub(crate) struct Spec {
     pub smem_bytes: u32,
     pub access: Access,
     /// What the kernel does to fp32 operands.
-    pub rounding: Tf32Rounding,
+    pub precision: Precision,
     /// CTAs per thread-block cluster, along M (1: a plain launch).
     pub cluster_m: u32,
 }
@@ -96,15 +103,15 @@ impl Spec {
 
 /// A mma.sync configuration: `[TILE_M, TILE_N, TILE_K, STAGES, THREADS, SMEM_BYTES]` of a
 /// `GE_SM80_MMA_*` block of the header.
-const fn mma(name: &'static str, c: [u32; 6], access: Access, rounding: Tf32Rounding) -> Spec {
+const fn mma(name: &'static str, c: [u32; 6], access: Access, precision: Precision) -> Spec {
     let [tile_m, tile_n, tile_k, stages, threads, smem_bytes] = c;
-    Spec { name, family: Family::MmaSync, schedule: Schedule::Mma, tile_m, tile_n, tile_k, stages, threads, smem_bytes, access, rounding, cluster_m: 1 }
+    Spec { name, family: Family::MmaSync, schedule: Schedule::Mma, tile_m, tile_n, tile_k, stages, threads, smem_bytes, access, precision, cluster_m: 1 }
 }
 
 /// A TMA + wgmma configuration (the same six numbers of a `GE_SM90_*` block), launched in
-/// clusters of `cluster_m` CTAs. `Truncate`: X and W as TMA wrote them; `Nearest`: X rounded in
+/// clusters of `cluster_m` CTAs. `Tf32Truncated`: X and W as TMA wrote them; `Tf32`: X rounded in
 /// registers, W read as it is (so it must arrive rounded).
-const fn wgmma(name: &'static str, schedule: Schedule, c: [u32; 6], cluster_m: u32, rounding: Tf32Rounding) -> Spec {
+const fn wgmma(name: &'static str, schedule: Schedule, c: [u32; 6], cluster_m: u32, precision: Precision) -> Spec {
     let [tile_m, tile_n, tile_k, stages, threads, smem_bytes] = c;
     Spec {
         name,
@@ -117,7 +124,7 @@ const fn wgmma(name: &'static str, schedule: Schedule, c: [u32; 6], cluster_m: u
         threads,
         smem_bytes,
         access: Access::AlignedRows,
-        rounding,
+        precision,
         cluster_m,
     }
 }
@@ -154,60 +161,60 @@ macro_rules! kernel_table {
 
 kernel_table! {
     /// mma.sync, 128×128×32 CTA tile, 4 warps, 3 stages, 16-byte loads; rounds to nearest.
-    Sm80Mma128x128Vec4 => mma("ge_sm80_mma_128x128x32_s3_vec4", [GE_SM80_MMA_128X128_TILE_M, GE_SM80_MMA_128X128_TILE_N, GE_SM80_MMA_128X128_TILE_K, GE_SM80_MMA_128X128_STAGES, GE_SM80_MMA_128X128_THREADS, GE_SM80_MMA_128X128_SMEM_BYTES], Access::AlignedRows, Tf32Rounding::Nearest);
-    /// [`Kernel::Sm80Mma128x128Vec4`] passing fp32 bits to the tensor cores ([`Tf32Rounding::Truncate`]).
-    Sm80Mma128x128Vec4Trunc => mma("ge_sm80_mma_128x128x32_s3_vec4_trunc", [GE_SM80_MMA_128X128_TILE_M, GE_SM80_MMA_128X128_TILE_N, GE_SM80_MMA_128X128_TILE_K, GE_SM80_MMA_128X128_STAGES, GE_SM80_MMA_128X128_THREADS, GE_SM80_MMA_128X128_SMEM_BYTES], Access::AlignedRows, Tf32Rounding::Truncate);
+    Sm80Mma128x128Vec4 => mma("ge_sm80_mma_128x128x32_s3_vec4", [GE_SM80_MMA_128X128_TILE_M, GE_SM80_MMA_128X128_TILE_N, GE_SM80_MMA_128X128_TILE_K, GE_SM80_MMA_128X128_STAGES, GE_SM80_MMA_128X128_THREADS, GE_SM80_MMA_128X128_SMEM_BYTES], Access::AlignedRows, Precision::Tf32);
+    /// [`Kernel::Sm80Mma128x128Vec4`] passing fp32 bits to the tensor cores ([`Precision::Tf32Truncated`]).
+    Sm80Mma128x128Vec4Trunc => mma("ge_sm80_mma_128x128x32_s3_vec4_trunc", [GE_SM80_MMA_128X128_TILE_M, GE_SM80_MMA_128X128_TILE_N, GE_SM80_MMA_128X128_TILE_K, GE_SM80_MMA_128X128_STAGES, GE_SM80_MMA_128X128_THREADS, GE_SM80_MMA_128X128_SMEM_BYTES], Access::AlignedRows, Precision::Tf32Truncated);
     /// [`Kernel::Sm80Mma128x128Vec4`] with 4-byte loads: any shape and alignment.
-    Sm80Mma128x128Scalar => mma("ge_sm80_mma_128x128x32_s3_scalar", [GE_SM80_MMA_128X128_TILE_M, GE_SM80_MMA_128X128_TILE_N, GE_SM80_MMA_128X128_TILE_K, GE_SM80_MMA_128X128_STAGES, GE_SM80_MMA_128X128_THREADS, GE_SM80_MMA_128X128_SMEM_BYTES], Access::Scalar, Tf32Rounding::Nearest);
+    Sm80Mma128x128Scalar => mma("ge_sm80_mma_128x128x32_s3_scalar", [GE_SM80_MMA_128X128_TILE_M, GE_SM80_MMA_128X128_TILE_N, GE_SM80_MMA_128X128_TILE_K, GE_SM80_MMA_128X128_STAGES, GE_SM80_MMA_128X128_THREADS, GE_SM80_MMA_128X128_SMEM_BYTES], Access::Scalar, Precision::Tf32);
     /// mma.sync, 128×256×32 CTA tile, 8 warps, 3 stages (144 KiB: sm_80 and sm_90), 16-byte
     /// loads, the epilogue staged through shared memory; rounds to nearest.
-    Sm80Mma128x256Vec4 => mma("ge_sm80_mma_128x256x32_s3_vec4", [GE_SM80_MMA_128X256_TILE_M, GE_SM80_MMA_128X256_TILE_N, GE_SM80_MMA_128X256_TILE_K, GE_SM80_MMA_128X256_STAGES, GE_SM80_MMA_128X256_THREADS, GE_SM80_MMA_128X256_SMEM_BYTES], Access::AlignedRows, Tf32Rounding::Nearest);
-    /// [`Kernel::Sm80Mma128x256Vec4`] passing fp32 bits to the tensor cores ([`Tf32Rounding::Truncate`]).
-    Sm80Mma128x256Vec4Trunc => mma("ge_sm80_mma_128x256x32_s3_vec4_trunc", [GE_SM80_MMA_128X256_TILE_M, GE_SM80_MMA_128X256_TILE_N, GE_SM80_MMA_128X256_TILE_K, GE_SM80_MMA_128X256_STAGES, GE_SM80_MMA_128X256_THREADS, GE_SM80_MMA_128X256_SMEM_BYTES], Access::AlignedRows, Tf32Rounding::Truncate);
+    Sm80Mma128x256Vec4 => mma("ge_sm80_mma_128x256x32_s3_vec4", [GE_SM80_MMA_128X256_TILE_M, GE_SM80_MMA_128X256_TILE_N, GE_SM80_MMA_128X256_TILE_K, GE_SM80_MMA_128X256_STAGES, GE_SM80_MMA_128X256_THREADS, GE_SM80_MMA_128X256_SMEM_BYTES], Access::AlignedRows, Precision::Tf32);
+    /// [`Kernel::Sm80Mma128x256Vec4`] passing fp32 bits to the tensor cores ([`Precision::Tf32Truncated`]).
+    Sm80Mma128x256Vec4Trunc => mma("ge_sm80_mma_128x256x32_s3_vec4_trunc", [GE_SM80_MMA_128X256_TILE_M, GE_SM80_MMA_128X256_TILE_N, GE_SM80_MMA_128X256_TILE_K, GE_SM80_MMA_128X256_STAGES, GE_SM80_MMA_128X256_THREADS, GE_SM80_MMA_128X256_SMEM_BYTES], Access::AlignedRows, Precision::Tf32Truncated);
     /// [`Kernel::Sm80Mma128x256Vec4`] with 4-byte loads: any shape and alignment.
-    Sm80Mma128x256Scalar => mma("ge_sm80_mma_128x256x32_s3_scalar", [GE_SM80_MMA_128X256_TILE_M, GE_SM80_MMA_128X256_TILE_N, GE_SM80_MMA_128X256_TILE_K, GE_SM80_MMA_128X256_STAGES, GE_SM80_MMA_128X256_THREADS, GE_SM80_MMA_128X256_SMEM_BYTES], Access::Scalar, Tf32Rounding::Nearest);
+    Sm80Mma128x256Scalar => mma("ge_sm80_mma_128x256x32_s3_scalar", [GE_SM80_MMA_128X256_TILE_M, GE_SM80_MMA_128X256_TILE_N, GE_SM80_MMA_128X256_TILE_K, GE_SM80_MMA_128X256_STAGES, GE_SM80_MMA_128X256_THREADS, GE_SM80_MMA_128X256_SMEM_BYTES], Access::Scalar, Precision::Tf32);
     /// mma.sync, 64×64×32 CTA tile, 4 warps, 4 stages, 16-byte loads: small problems.
-    Sm80Mma64x64Vec4 => mma("ge_sm80_mma_64x64x32_s4_vec4", [GE_SM80_MMA_64X64_TILE_M, GE_SM80_MMA_64X64_TILE_N, GE_SM80_MMA_64X64_TILE_K, GE_SM80_MMA_64X64_STAGES, GE_SM80_MMA_64X64_THREADS, GE_SM80_MMA_64X64_SMEM_BYTES], Access::AlignedRows, Tf32Rounding::Nearest);
+    Sm80Mma64x64Vec4 => mma("ge_sm80_mma_64x64x32_s4_vec4", [GE_SM80_MMA_64X64_TILE_M, GE_SM80_MMA_64X64_TILE_N, GE_SM80_MMA_64X64_TILE_K, GE_SM80_MMA_64X64_STAGES, GE_SM80_MMA_64X64_THREADS, GE_SM80_MMA_64X64_SMEM_BYTES], Access::AlignedRows, Precision::Tf32);
     /// [`Kernel::Sm80Mma64x64Vec4`] with 4-byte loads: small problems of any shape.
-    Sm80Mma64x64Scalar => mma("ge_sm80_mma_64x64x32_s4_scalar", [GE_SM80_MMA_64X64_TILE_M, GE_SM80_MMA_64X64_TILE_N, GE_SM80_MMA_64X64_TILE_K, GE_SM80_MMA_64X64_STAGES, GE_SM80_MMA_64X64_THREADS, GE_SM80_MMA_64X64_SMEM_BYTES], Access::Scalar, Tf32Rounding::Nearest);
+    Sm80Mma64x64Scalar => mma("ge_sm80_mma_64x64x32_s4_scalar", [GE_SM80_MMA_64X64_TILE_M, GE_SM80_MMA_64X64_TILE_N, GE_SM80_MMA_64X64_TILE_K, GE_SM80_MMA_64X64_STAGES, GE_SM80_MMA_64X64_THREADS, GE_SM80_MMA_64X64_SMEM_BYTES], Access::Scalar, Precision::Tf32);
     /// TMA + wgmma ping-pong, 128×128×32 tile per consumer warpgroup, 6 stages, persistent
     /// (sm_90); X rounded to nearest in registers, W read rounded ([`Kernel::needs_rounded_w`]).
     /// Auto's TMA kernel between one wave of [`Kernel::Sm90Pingpong64x128`]'s tiles and 3 waves
     /// of [`Kernel::Sm90Cooperative128x256Cluster2`]'s cluster tiles.
-    Sm90Pingpong128x128 => wgmma("ge_sm90_pingpong_128x128x32_s6", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_TILE_M, GE_SM90_PINGPONG_128X128_TILE_N, GE_SM90_PINGPONG_128X128_TILE_K, GE_SM90_PINGPONG_128X128_STAGES, GE_SM90_PINGPONG_128X128_THREADS, GE_SM90_PINGPONG_128X128_SMEM_BYTES], 1, Tf32Rounding::Nearest);
+    Sm90Pingpong128x128 => wgmma("ge_sm90_pingpong_128x128x32_s6", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_TILE_M, GE_SM90_PINGPONG_128X128_TILE_N, GE_SM90_PINGPONG_128X128_TILE_K, GE_SM90_PINGPONG_128X128_STAGES, GE_SM90_PINGPONG_128X128_THREADS, GE_SM90_PINGPONG_128X128_SMEM_BYTES], 1, Precision::Tf32);
     /// [`Kernel::Sm90Pingpong128x128`] reading X and W from shared memory as TMA wrote them
-    /// ([`Tf32Rounding::Truncate`]).
-    Sm90Pingpong128x128Trunc => wgmma("ge_sm90_pingpong_128x128x32_s6_trunc", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_TILE_M, GE_SM90_PINGPONG_128X128_TILE_N, GE_SM90_PINGPONG_128X128_TILE_K, GE_SM90_PINGPONG_128X128_STAGES, GE_SM90_PINGPONG_128X128_THREADS, GE_SM90_PINGPONG_128X128_SMEM_BYTES], 1, Tf32Rounding::Truncate);
+    /// ([`Precision::Tf32Truncated`]).
+    Sm90Pingpong128x128Trunc => wgmma("ge_sm90_pingpong_128x128x32_s6_trunc", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_TILE_M, GE_SM90_PINGPONG_128X128_TILE_N, GE_SM90_PINGPONG_128X128_TILE_K, GE_SM90_PINGPONG_128X128_STAGES, GE_SM90_PINGPONG_128X128_THREADS, GE_SM90_PINGPONG_128X128_SMEM_BYTES], 1, Precision::Tf32Truncated);
     /// The ping-pong kernel with 64×128×32 tiles and 8 stages (the same shared memory): twice the
     /// tiles, so a small-M problem needs half as many split-K parts per tile. Auto's TMA kernel
     /// when its tiles fit in one wave and [`Kernel::Sm90Pingpong64x64`]'s do not.
-    Sm90Pingpong64x128 => wgmma("ge_sm90_pingpong_64x128x32_s8", Schedule::Pingpong, [GE_SM90_PINGPONG_64X128_TILE_M, GE_SM90_PINGPONG_64X128_TILE_N, GE_SM90_PINGPONG_64X128_TILE_K, GE_SM90_PINGPONG_64X128_STAGES, GE_SM90_PINGPONG_64X128_THREADS, GE_SM90_PINGPONG_64X128_SMEM_BYTES], 1, Tf32Rounding::Nearest);
+    Sm90Pingpong64x128 => wgmma("ge_sm90_pingpong_64x128x32_s8", Schedule::Pingpong, [GE_SM90_PINGPONG_64X128_TILE_M, GE_SM90_PINGPONG_64X128_TILE_N, GE_SM90_PINGPONG_64X128_TILE_K, GE_SM90_PINGPONG_64X128_STAGES, GE_SM90_PINGPONG_64X128_THREADS, GE_SM90_PINGPONG_64X128_SMEM_BYTES], 1, Precision::Tf32);
     /// [`Kernel::Sm90Pingpong64x128`], truncating.
-    Sm90Pingpong64x128Trunc => wgmma("ge_sm90_pingpong_64x128x32_s8_trunc", Schedule::Pingpong, [GE_SM90_PINGPONG_64X128_TILE_M, GE_SM90_PINGPONG_64X128_TILE_N, GE_SM90_PINGPONG_64X128_TILE_K, GE_SM90_PINGPONG_64X128_STAGES, GE_SM90_PINGPONG_64X128_THREADS, GE_SM90_PINGPONG_64X128_SMEM_BYTES], 1, Tf32Rounding::Truncate);
+    Sm90Pingpong64x128Trunc => wgmma("ge_sm90_pingpong_64x128x32_s8_trunc", Schedule::Pingpong, [GE_SM90_PINGPONG_64X128_TILE_M, GE_SM90_PINGPONG_64X128_TILE_N, GE_SM90_PINGPONG_64X128_TILE_K, GE_SM90_PINGPONG_64X128_STAGES, GE_SM90_PINGPONG_64X128_THREADS, GE_SM90_PINGPONG_64X128_SMEM_BYTES], 1, Precision::Tf32Truncated);
     /// The ping-pong kernel with 64×64×32 tiles and 12 stages (the same shared memory):
     /// cuBLAS's tile for M ≤ 128. Auto's TMA kernel when its tiles fit in one wave.
-    Sm90Pingpong64x64 => wgmma("ge_sm90_pingpong_64x64x32_s12", Schedule::Pingpong, [GE_SM90_PINGPONG_64X64_TILE_M, GE_SM90_PINGPONG_64X64_TILE_N, GE_SM90_PINGPONG_64X64_TILE_K, GE_SM90_PINGPONG_64X64_STAGES, GE_SM90_PINGPONG_64X64_THREADS, GE_SM90_PINGPONG_64X64_SMEM_BYTES], 1, Tf32Rounding::Nearest);
+    Sm90Pingpong64x64 => wgmma("ge_sm90_pingpong_64x64x32_s12", Schedule::Pingpong, [GE_SM90_PINGPONG_64X64_TILE_M, GE_SM90_PINGPONG_64X64_TILE_N, GE_SM90_PINGPONG_64X64_TILE_K, GE_SM90_PINGPONG_64X64_STAGES, GE_SM90_PINGPONG_64X64_THREADS, GE_SM90_PINGPONG_64X64_SMEM_BYTES], 1, Precision::Tf32);
     /// [`Kernel::Sm90Pingpong64x64`], truncating.
-    Sm90Pingpong64x64Trunc => wgmma("ge_sm90_pingpong_64x64x32_s12_trunc", Schedule::Pingpong, [GE_SM90_PINGPONG_64X64_TILE_M, GE_SM90_PINGPONG_64X64_TILE_N, GE_SM90_PINGPONG_64X64_TILE_K, GE_SM90_PINGPONG_64X64_STAGES, GE_SM90_PINGPONG_64X64_THREADS, GE_SM90_PINGPONG_64X64_SMEM_BYTES], 1, Tf32Rounding::Truncate);
+    Sm90Pingpong64x64Trunc => wgmma("ge_sm90_pingpong_64x64x32_s12_trunc", Schedule::Pingpong, [GE_SM90_PINGPONG_64X64_TILE_M, GE_SM90_PINGPONG_64X64_TILE_N, GE_SM90_PINGPONG_64X64_TILE_K, GE_SM90_PINGPONG_64X64_STAGES, GE_SM90_PINGPONG_64X64_THREADS, GE_SM90_PINGPONG_64X64_SMEM_BYTES], 1, Precision::Tf32Truncated);
     /// [`Kernel::Sm90Pingpong128x128`] with its CTAs paired into clusters of 2 along M: the two
     /// compute vertically adjacent tiles and each TMA-multicasts half of their shared W tile to
     /// both. Only [`crate::Dispatch::Force`] selects it.
-    Sm90Pingpong128x128Cluster2 => wgmma("ge_sm90_pingpong_128x128x32_s6_cluster2", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_TILE_M, GE_SM90_PINGPONG_128X128_TILE_N, GE_SM90_PINGPONG_128X128_TILE_K, GE_SM90_PINGPONG_128X128_STAGES, GE_SM90_PINGPONG_128X128_THREADS, GE_SM90_PINGPONG_128X128_SMEM_BYTES], GE_SM90_CLUSTER_M, Tf32Rounding::Nearest);
+    Sm90Pingpong128x128Cluster2 => wgmma("ge_sm90_pingpong_128x128x32_s6_cluster2", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_TILE_M, GE_SM90_PINGPONG_128X128_TILE_N, GE_SM90_PINGPONG_128X128_TILE_K, GE_SM90_PINGPONG_128X128_STAGES, GE_SM90_PINGPONG_128X128_THREADS, GE_SM90_PINGPONG_128X128_SMEM_BYTES], GE_SM90_CLUSTER_M, Precision::Tf32);
     /// [`Kernel::Sm90Pingpong128x128Cluster2`], truncating.
-    Sm90Pingpong128x128Cluster2Trunc => wgmma("ge_sm90_pingpong_128x128x32_s6_cluster2_trunc", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_TILE_M, GE_SM90_PINGPONG_128X128_TILE_N, GE_SM90_PINGPONG_128X128_TILE_K, GE_SM90_PINGPONG_128X128_STAGES, GE_SM90_PINGPONG_128X128_THREADS, GE_SM90_PINGPONG_128X128_SMEM_BYTES], GE_SM90_CLUSTER_M, Tf32Rounding::Truncate);
+    Sm90Pingpong128x128Cluster2Trunc => wgmma("ge_sm90_pingpong_128x128x32_s6_cluster2_trunc", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_TILE_M, GE_SM90_PINGPONG_128X128_TILE_N, GE_SM90_PINGPONG_128X128_TILE_K, GE_SM90_PINGPONG_128X128_STAGES, GE_SM90_PINGPONG_128X128_THREADS, GE_SM90_PINGPONG_128X128_SMEM_BYTES], GE_SM90_CLUSTER_M, Precision::Tf32Truncated);
     /// TMA + wgmma cooperative, 128×256×32 tile shared by both consumer warpgroups (64 rows each,
     /// `m64n256k8`), 4 stages, persistent (sm_90): fewer shared-memory and L2 bytes per FLOP
     /// than the ping-pong, but no epilogue overlapped with the tensor cores. Only
     /// [`crate::Dispatch::Force`] selects it.
-    Sm90Cooperative128x256 => wgmma("ge_sm90_cooperative_128x256x32_s4", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], 1, Tf32Rounding::Nearest);
+    Sm90Cooperative128x256 => wgmma("ge_sm90_cooperative_128x256x32_s4", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], 1, Precision::Tf32);
     /// [`Kernel::Sm90Cooperative128x256`], truncating.
-    Sm90Cooperative128x256Trunc => wgmma("ge_sm90_cooperative_128x256x32_s4_trunc", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], 1, Tf32Rounding::Truncate);
+    Sm90Cooperative128x256Trunc => wgmma("ge_sm90_cooperative_128x256x32_s4_trunc", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], 1, Precision::Tf32Truncated);
     /// [`Kernel::Sm90Cooperative128x256`] in clusters of 2 along M, each CTA multicasting half
     /// of the shared 256-row W tile (cuBLAS's configuration for large TF32 GEMMs on sm_90).
     /// Auto's pick from 3 waves of its 256×256 cluster tiles.
-    Sm90Cooperative128x256Cluster2 => wgmma("ge_sm90_cooperative_128x256x32_s4_cluster2", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], GE_SM90_CLUSTER_M, Tf32Rounding::Nearest);
+    Sm90Cooperative128x256Cluster2 => wgmma("ge_sm90_cooperative_128x256x32_s4_cluster2", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], GE_SM90_CLUSTER_M, Precision::Tf32);
     /// [`Kernel::Sm90Cooperative128x256Cluster2`], truncating.
-    Sm90Cooperative128x256Cluster2Trunc => wgmma("ge_sm90_cooperative_128x256x32_s4_cluster2_trunc", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], GE_SM90_CLUSTER_M, Tf32Rounding::Truncate);
+    Sm90Cooperative128x256Cluster2Trunc => wgmma("ge_sm90_cooperative_128x256x32_s4_cluster2_trunc", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], GE_SM90_CLUSTER_M, Precision::Tf32Truncated);
 }
 
 impl Kernel {
@@ -256,8 +263,8 @@ impl Kernel {
 
     /// What the kernel does to fp32 operands (operands repacked into a workspace are rounded to
     /// nearest before any kernel reads them: see [`crate::Plan::rounding`]).
-    pub const fn rounding(self) -> Tf32Rounding {
-        self.spec().rounding
+    pub const fn precision(self) -> Precision {
+        self.spec().precision
     }
 
     /// CTAs per thread-block cluster along M: 1 for a plain launch, 2 for the `Cluster2` kernels
@@ -267,11 +274,11 @@ impl Kernel {
     }
 
     /// Whether the kernel rounds X itself but reads W as it is given (the sm_90 kernels of
-    /// [`Tf32Rounding::Nearest`]: wgmma takes only X from registers). A call runs such a kernel
+    /// [`Precision::Tf32`]: wgmma takes only X from registers). A call runs such a kernel
     /// only with W already rounded: a prepared weight, or W repacked into the workspace.
     pub const fn needs_rounded_w(self) -> bool {
         let s = self.spec();
-        matches!((s.family, s.rounding), (Family::TmaWgmma, Tf32Rounding::Nearest))
+        matches!((s.family, s.precision), (Family::TmaWgmma, Precision::Tf32))
     }
 
     /// Whether the kernel reads operand rows 16 bytes at a time (or through TMA): it then needs
@@ -312,7 +319,7 @@ mod tests {
         if s.cluster_m > 1 {
             name += &format!("_cluster{}", s.cluster_m);
         }
-        if s.rounding == Tf32Rounding::Truncate {
+        if s.precision == Precision::Tf32Truncated {
             name += "_trunc";
         }
         name
@@ -327,7 +334,7 @@ mod tests {
             let variant = format!("{k:?}");
             assert!(variant.contains(&format!("{m}x{n}")), "{variant}");
             assert_eq!(variant.contains("Cluster2"), k.cluster_m() == 2, "{variant}");
-            assert_eq!(variant.ends_with("Trunc"), k.rounding() == Tf32Rounding::Truncate, "{variant}");
+            assert_eq!(variant.ends_with("Trunc"), k.precision() == Precision::Tf32Truncated, "{variant}");
         }
         let mut names: Vec<_> = Kernel::ALL.iter().map(|k| k.name()).collect();
         names.sort_unstable();

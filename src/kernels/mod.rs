@@ -4,4 +4,4 @@
 pub(crate) mod catalogue;
 pub(crate) mod loaded;
 
-pub use catalogue::{Family, Kernel, Tf32Rounding};
+pub use catalogue::{Family, Kernel, Precision};

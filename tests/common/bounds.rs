@@ -38,13 +38,13 @@
 //! results are held to ‖out − ref‖₂ / ‖magnitude‖₂ ≤ 2e-3 instead ([`norm_tol`]). Fused vs
 //! cuBLAS: ≤ 2e-3.
 
-use gemm_epilogue::{Plan, Tf32Rounding};
+use gemm_epilogue::{Plan, Precision};
 
 /// Unit roundoff of the TF32 operands a plan's kernel saw (see the module docs).
 pub fn unit_roundoff(plan: &Plan) -> f64 {
-    match plan.rounding {
-        Tf32Rounding::Nearest => 2f64.powi(-11),
-        Tf32Rounding::Truncate => 2f64.powi(-10),
+    match plan.precision {
+        Precision::Tf32 => 2f64.powi(-11),
+        Precision::Tf32Truncated => 2f64.powi(-10),
         r => panic!("no error bound for operands converted by {r:?}"),
     }
 }
@@ -64,18 +64,18 @@ pub enum Norm {
 /// N = 1, K = 4 (bias and cancelling signs), so they are held to ‖diff‖/‖magnitude‖ ≤ 2e-3,
 /// which truncation satisfies by construction (≤ 2·2⁻¹⁰ per product) and wrong results do not.
 pub fn norm_tol(plan: &Plan) -> f64 {
-    match plan.rounding {
-        Tf32Rounding::Nearest => NORM_TOL,
-        Tf32Rounding::Truncate => 2.0 * NORM_TOL,
+    match plan.precision {
+        Precision::Tf32 => NORM_TOL,
+        Precision::Tf32Truncated => 2.0 * NORM_TOL,
         r => panic!("no error bound for operands converted by {r:?}"),
     }
 }
 
 /// See [`norm_tol`].
 pub fn norm(plan: &Plan) -> Norm {
-    match plan.rounding {
-        Tf32Rounding::Nearest => Norm::Value,
-        Tf32Rounding::Truncate => Norm::Magnitude,
+    match plan.precision {
+        Precision::Tf32 => Norm::Value,
+        Precision::Tf32Truncated => Norm::Magnitude,
         r => panic!("no error bound for operands converted by {r:?}"),
     }
 }

@@ -1,6 +1,6 @@
 //! A case: one call's shapes, layout, epilogue parameters, dispatch and how W is passed.
 
-use gemm_epilogue::{Dispatch, FusedGemm, Kernel, Tf32Rounding};
+use gemm_epilogue::{Dispatch, FusedGemm, Kernel, Precision};
 
 use super::poison::TAIL;
 
@@ -33,8 +33,8 @@ pub struct Case {
     pub x_dist: XDist,
     /// Run through `run_with_workspace` with the workspace `workspace_len` asks for (poisoned).
     pub workspace: bool,
-    /// `FusedGemm::with_rounding`; `None`: the default ([`FusedGemm::rounding`] of a new handle).
-    pub rounding: Option<Tf32Rounding>,
+    /// `FusedGemm::with_precision`; `None`: the default ([`FusedGemm::rounding`] of a new handle).
+    pub precision: Option<Precision>,
     /// Pass W as a [`gemm_epilogue::PreparedWeight`]: the fused call gets
     /// `gemm.prepare_weight(&stream, &w_view)`, prepared by the very handle that runs the case
     /// ([`Case::gemm`]: its dispatch and rounding), instead of the W view. The inputs, their
@@ -61,24 +61,24 @@ impl Case {
             dispatch: Dispatch::Auto,
             x_dist: XDist::Unit,
             workspace: false,
-            rounding: None,
+            precision: None,
             prepared_w: false,
         }
     }
-    pub fn rounding(mut self, r: Tf32Rounding) -> Self {
-        self.rounding = Some(r);
+    pub fn precision(mut self, r: Precision) -> Self {
+        self.precision = Some(r);
         self
     }
     /// The rounding the case asks Auto for: its own, else `gemm`'s ([`FusedGemm::rounding`]; for
     /// the test's `Gpu::gemm`, a new handle, the device's default).
-    pub fn effective_rounding(&self, gemm: &FusedGemm) -> Tf32Rounding {
-        self.rounding.unwrap_or(gemm.rounding())
+    pub fn effective_precision(&self, gemm: &FusedGemm) -> Precision {
+        self.precision.unwrap_or(gemm.precision())
     }
     /// The handle that runs the case: `base` (a test's `Gpu::gemm`) with the case's dispatch and,
     /// if it has one, its rounding. It also prepares the case's W ([`Case::prepared_w`]).
     pub fn gemm(&self, base: &FusedGemm) -> FusedGemm {
         let gemm = base.with_dispatch(self.dispatch);
-        self.rounding.map_or(gemm.clone(), |r| gemm.with_rounding(r))
+        self.precision.map_or(gemm.clone(), |r| gemm.with_precision(r))
     }
     pub fn prepared_w(mut self, on: bool) -> Self {
         self.prepared_w = on;

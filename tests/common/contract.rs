@@ -6,7 +6,7 @@
 //! re-deriving the dispatch rules (preference tables, kernel names): which forced kernels must
 //! accept a case, and what every plan must satisfy.
 
-use gemm_epilogue::{Dispatch, Error, Family, Kernel, MatrixMut, Plan, Tf32Rounding};
+use gemm_epilogue::{Dispatch, Error, Family, Kernel, MatrixMut, Plan, Precision};
 
 use super::case::{out_len, Case};
 use super::gpu::Gpu;
@@ -120,7 +120,7 @@ pub fn accepts(g: &Gpu, case: &Case, kernel: Kernel) -> bool {
 /// - the TMA store runs exactly for a TMA kernel and an output with 16-byte rows
 ///   ([`Plan::tma_store`]).
 ///
-/// Auto, with the rounding the case asks for ([`Case::effective_rounding`], by default
+/// Auto, with the rounding the case asks for ([`Case::effective_precision`], by default
 /// [`gemm_epilogue::FusedGemm::rounding`], `Nearest` on every device):
 /// - `Nearest` asked is delivered, on any device;
 /// - operands with aligned rows run a kernel that reads 16-byte rows (no fallback to 4-byte
@@ -135,7 +135,7 @@ pub fn accepts(g: &Gpu, case: &Case, kernel: Kernel) -> bool {
 ///   multiply-adds; otherwise the mma.sync kernels that round in registers.
 pub fn assert_plan_keeps_the_contract(g: &Gpu, case: &Case, p: &Plan) {
     let k = p.kernel;
-    let asked = case.effective_rounding(&g.gemm);
+    let asked = case.effective_precision(&g.gemm);
     let ctx = format!(
         "{p:?} for {case:?} (rows aligned x {} w {}, prepared W {}, asked {asked:?}, hopper {})",
         case.x_rows_aligned(),
@@ -161,11 +161,11 @@ pub fn assert_plan_keeps_the_contract(g: &Gpu, case: &Case, p: &Plan) {
         "W is repacked iff the kernel needs aligned rows and W's are not, or it reads W rounded and W is not prepared: {ctx}"
     );
     // Rounding: Nearest iff both operands were rounded, by the kernel or before it.
-    let nearest = k.rounding() == Tf32Rounding::Nearest;
+    let nearest = k.precision() == Precision::Tf32;
     let x_rounded = nearest || p.repack_x;
-    let w_rounded = (nearest && !k.needs_rounded_w()) || p.repack_w || (case.prepared_w && asked == Tf32Rounding::Nearest);
-    let rounding = if x_rounded && w_rounded { Tf32Rounding::Nearest } else { Tf32Rounding::Truncate };
-    assert_eq!(p.rounding, rounding, "rounding (X rounded {x_rounded}, W rounded {w_rounded}) of {ctx}");
+    let w_rounded = (nearest && !k.needs_rounded_w()) || p.repack_w || (case.prepared_w && asked == Precision::Tf32);
+    let precision = if x_rounded && w_rounded { Precision::Tf32 } else { Precision::Tf32Truncated };
+    assert_eq!(p.precision, precision, "rounding (X rounded {x_rounded}, W rounded {w_rounded}) of {ctx}");
     // TMA store: a TMA kernel and an output with 16-byte rows at 16-byte-aligned addresses.
     let out_rows_aligned = case.off_o % 4 == 0 && case.n % 4 == 0 && case.ldo() % 4 == 0;
     assert_eq!(p.tma_store, k.family() == Family::TmaWgmma && out_rows_aligned, "TMA store of {ctx}");
@@ -173,8 +173,8 @@ pub fn assert_plan_keeps_the_contract(g: &Gpu, case: &Case, p: &Plan) {
     match case.dispatch {
         Dispatch::Force(forced) => assert_eq!(k, forced, "forced {forced:?} but {ctx}"),
         Dispatch::Auto => {
-            if asked == Tf32Rounding::Nearest {
-                assert_eq!(p.rounding, Tf32Rounding::Nearest, "Auto asked to round to nearest: {ctx}");
+            if asked == Precision::Tf32 {
+                assert_eq!(p.precision, Precision::Tf32, "Auto asked to round to nearest: {ctx}");
             }
             if case.rows_aligned() {
                 assert!(k.needs_aligned_rows(), "Auto fell back to 4-byte loads on aligned rows: {ctx}");
@@ -186,13 +186,13 @@ pub fn assert_plan_keeps_the_contract(g: &Gpu, case: &Case, p: &Plan) {
             let repack_pays = case.workspace && case.k > 0 && case.macs() >= REPACK_MIN_MACS;
             let tma_readable = case.tma_ok() || repack_pays || p.repack_x || p.repack_w;
             match asked {
-                Tf32Rounding::Truncate if tma_readable => {
+                Precision::Tf32Truncated if tma_readable => {
                     assert_eq!(k.family(), Family::TmaWgmma, "Auto on sm_90, truncation asked, operands TMA can read: {ctx}");
                 }
-                Tf32Rounding::Nearest if case.prepared_w && tma_readable => {
+                Precision::Tf32 if case.prepared_w && tma_readable => {
                     assert_eq!(k.family(), Family::TmaWgmma, "Auto on sm_90, Nearest asked, a prepared W and operands TMA can read: {ctx}");
                 }
-                Tf32Rounding::Nearest if !case.prepared_w => {
+                Precision::Tf32 if !case.prepared_w => {
                     let tma = if repack_pays { Family::TmaWgmma } else { Family::MmaSync };
                     assert_eq!(
                         k.family(),

@@ -18,7 +18,7 @@
 //! - `rng`: [`seed`], [`rng`], [`Rng`];
 //! - `poison`: the poison and padding bits, how a view lies in its buffer, and the checks that
 //!   nothing outside a view was written;
-//! - `case`: [`Case`] (one call: shape, layout, epilogue, dispatch, rounding, and whether W is
+//! - `case`: [`Case`] (one call: shape, layout, epilogue, dispatch, precision, and whether W is
 //!   passed prepared) and [`XDist`];
 //! - `weight`: [`CaseWeight`], W as a case passes it (the view, or a
 //!   [`gemm_epilogue::PreparedWeight`] made by the handle that runs the case), with the calls

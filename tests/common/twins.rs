@@ -4,19 +4,19 @@
 //! and workspace they plan the same grid and stream-K and add the same products in the same
 //! order: given operands already rounded, they must agree bit for bit.
 
-use gemm_epilogue::{Kernel, Tf32Rounding};
+use gemm_epilogue::{Kernel, Precision};
 
-/// The truncating twin of `kernel` (a [`Tf32Rounding::Nearest`] build), if it has one.
+/// The truncating twin of `kernel` (a [`Precision::Tf32`] build), if it has one.
 pub fn trunc_twin(kernel: Kernel) -> Option<Kernel> {
     let name = format!("{}_trunc", kernel.name());
     let twin = Kernel::ALL.into_iter().find(|t| t.name() == name)?;
     assert_launch_alike(kernel, twin);
-    assert_eq!((kernel.rounding(), twin.rounding()), (Tf32Rounding::Nearest, Tf32Rounding::Truncate), "{kernel:?} / {twin:?}");
+    assert_eq!((kernel.precision(), twin.precision()), (Precision::Tf32, Precision::Tf32Truncated), "{kernel:?} / {twin:?}");
     assert!(!twin.needs_rounded_w(), "{twin:?} truncates both operands: it cannot need W rounded");
     Some(twin)
 }
 
-/// The rounding twin of `trunc` (a [`Tf32Rounding::Truncate`] build), if it has one.
+/// The rounding twin of `trunc` (a [`Precision::Tf32Truncated`] build), if it has one.
 pub fn rounding_twin(trunc: Kernel) -> Option<Kernel> {
     let name = trunc.name().strip_suffix("_trunc")?;
     let twin = Kernel::ALL.into_iter().find(|t| t.name() == name)?;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use gemm_epilogue::cudarc::driver::{CudaStream, CudaView, CudaViewMut};
-use gemm_epilogue::{FusedGemm, MatrixMut, MatrixRef, Plan, PreparedWeight, Result, Tf32Rounding};
+use gemm_epilogue::{FusedGemm, MatrixMut, MatrixRef, Plan, PreparedWeight, Result, Precision};
 
 use super::case::Case;
 
@@ -38,18 +38,18 @@ impl<'a> CaseWeight<'a> {
         }
         let p = gemm.prepare_weight(stream, &w).unwrap_or_else(|e| panic!("prepare_weight failed for {case:?}: {e}"));
         assert_eq!(
-            (p.rows(), p.cols(), p.ld(), p.rounding()),
-            (case.n, case.k, case.k.next_multiple_of(32), gemm.rounding()),
+            (p.rows(), p.cols(), p.ld(), p.precision()),
+            (case.n, case.k, case.k.next_multiple_of(32), gemm.precision()),
             "prepared weight of {case:?}"
         );
         CaseWeight::Prepared(p)
     }
 
     /// The rounding W was prepared for (`None`: a raw view).
-    pub fn prepared_for(&self) -> Option<Tf32Rounding> {
+    pub fn prepared_for(&self) -> Option<Precision> {
         match self {
             CaseWeight::Raw(_) => None,
-            CaseWeight::Prepared(p) => Some(p.rounding()),
+            CaseWeight::Prepared(p) => Some(p.precision()),
         }
     }
 
