@@ -48,8 +48,9 @@ fn layouts_match_what_the_kernels_expect() {
     assert_eq!(align_of::<sys::GeTensorMap>(), 64);
     assert_eq!(offset_of!(sys::GeSm90Params, x_map), 0);
     assert_eq!(offset_of!(sys::GeSm90Params, w_map), 128);
-    assert_eq!(offset_of!(sys::GeSm90Params, out_map), 256);
-    assert_eq!(offset_of!(sys::GeSm90Params, problem), 384);
+    assert_eq!(offset_of!(sys::GeSm90Params, w_small_map), 256);
+    assert_eq!(offset_of!(sys::GeSm90Params, out_map), 384);
+    assert_eq!(offset_of!(sys::GeSm90Params, problem), 512);
     // Pointers first, then 64-bit strides, then 32-bit fields: no interior padding.
     assert_eq!(offset_of!(sys::GeProblem, ldx), 32);
     assert_eq!(offset_of!(sys::GeProblem, m), 56);
@@ -59,7 +60,10 @@ fn layouts_match_what_the_kernels_expect() {
     assert_eq!(offset_of!(sys::GeStreamK, flags), 8);
     assert_eq!(offset_of!(sys::GeStreamK, tiles), 16);
     assert_eq!(size_of::<sys::GeStreamK>(), 24);
-    assert_eq!(offset_of!(sys::GeSm90Params, stream_k), 384 + 72);
+    assert_eq!(offset_of!(sys::GeSm90Params, stream_k), 512 + 72);
+    // The repack's mode and the offset of a split's small parts.
+    assert_eq!(offset_of!(sys::GeRepackParams, mode), 40);
+    assert_eq!(offset_of!(sys::GeRepackParams, small_offset), 48);
     // Kernel parameters must stay well under the 4 KiB launch limit.
     assert!(size_of::<sys::GeSm90Params>() <= 4096);
 }

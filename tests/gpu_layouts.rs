@@ -20,9 +20,16 @@ fn variants(g: &Gpu, case: &Case) -> Vec<Case> {
             v.push(case.force(k));
         } else if k.needs_rounded_w() && common::accepts(g, &case.prepared_w(true), k) {
             v.push(case.force(k).prepared_w(true));
+        } else if k.needs_split_w() && common::accepts(g, &split_w(case), k) {
+            v.push(split_w(case).force(k));
         }
     }
     v
+}
+
+/// `case` with W prepared by a Tf32x3 handle: split, what the sm_90 Tf32x3 kernels read.
+fn split_w(case: &Case) -> Case {
+    case.precision(Precision::Tf32x3).prepared_w(true)
 }
 
 /// The forced calls that must be refused here: kernels reading 16-byte rows on unaligned
@@ -37,6 +44,9 @@ fn refusing(g: &Gpu, case: &Case) -> Vec<(Case, Kernel)> {
             let prepared = case.prepared_w(true);
             if k.needs_rounded_w() && !common::accepts(g, &prepared, k) {
                 v.push((prepared.force(k), k));
+            }
+            if k.needs_split_w() && !common::accepts(g, &split_w(case), k) {
+                v.push((split_w(case).force(k), k));
             }
         }
     }
@@ -146,6 +156,8 @@ fn sm90_epilogue_store_paths() {
             let mut case = case.force(kernel);
             if kernel.needs_rounded_w() {
                 case = if i % 2 == 0 { case.prepared_w(true) } else { case.workspace(true) };
+            } else if kernel.needs_split_w() {
+                case = if i % 2 == 0 { split_w(&case) } else { case.workspace(true) };
             }
             let plan = common::check(&g, &case, &mut rng).expect("ran");
             assert_eq!(plan.tma_store, tma, "{case:?}: {plan:?}");
@@ -185,11 +197,15 @@ fn workspace_repacks_unaligned_operands_for_the_fast_kernels() {
     for (case, rx, rw) in cases {
         for prepared in [false, true] {
             let case = case.workspace(true).prepared_w(prepared);
-            // What W's rows need: the raw view's alignment, or a prepared W's (K % 4 == 0).
-            let rw = if prepared { case.k % 4 != 0 } else { rw };
-            let rounds_w = |k: Kernel| k.needs_rounded_w() && !prepared;
+            // What W's rows need: the raw view's alignment, or a prepared W's (K % 4 == 0 for
+            // 16-byte loads; TMA reads its 128-byte rows whatever K). A raw W (or a W prepared
+            // rounded, for a kernel that reads W split) is repacked into the form the kernel reads.
+            let rw_for = |k: Kernel| {
+                let rows = if prepared { case.k % 4 != 0 && k.family() != Family::TmaWgmma } else { rw };
+                (rows && k.needs_aligned_rows()) || (k.needs_rounded_w() && !prepared) || k.needs_split_w()
+            };
             let plan = common::check(&g, &case, &mut rng).expect("ran");
-            assert_eq!((plan.repack_x, plan.repack_w), (rx, rw || rounds_w(plan.kernel)), "{plan:?} for {case:?}");
+            assert_eq!((plan.repack_x, plan.repack_w), (rx, rw_for(plan.kernel)), "{plan:?} for {case:?}");
             assert!(plan.kernel.needs_aligned_rows(), "{plan:?} for {case:?}");
             for kernel in Kernel::ALL {
                 // With a workspace, refused only by kernels this device cannot run.
@@ -198,8 +214,7 @@ fn workspace_repacks_unaligned_operands_for_the_fast_kernels() {
                     continue;
                 }
                 let p = common::check(&g, &case.force(kernel), &mut rng).expect("ran");
-                let repacks = kernel.needs_aligned_rows();
-                assert_eq!((p.repack_x, p.repack_w), (rx && repacks, (rw && repacks) || rounds_w(kernel)), "{p:?} for {case:?}");
+                assert_eq!((p.repack_x, p.repack_w), (rx && kernel.needs_aligned_rows(), rw_for(kernel)), "{p:?} for {case:?}");
             }
         }
     }

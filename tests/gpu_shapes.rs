@@ -101,6 +101,22 @@ fn run_shapes_rounding_w(g: &Gpu, dispatch: Dispatch, test: &str) {
     }
 }
 
+/// [`run_shapes`] for a kernel that reads W split ([`Kernel::needs_split_w`]): the cases cycle
+/// through W prepared by a Tf32x3 handle, a workspace to split a raw W into (by the default
+/// handle: the kernel's precision all the same), both, and neither — which must be refused.
+fn run_shapes_split_w(g: &Gpu, dispatch: Dispatch, test: &str) {
+    assert!(kernel_of(dispatch).needs_split_w(), "{dispatch:?}");
+    let (ran, refused, prepared) = run_shapes_with(g, dispatch, test, |i, j, case| match (i + 2 * j) % 4 {
+        0 => case.precision(Precision::Tf32x3).prepared_w(true),
+        1 => case.workspace(true),
+        2 => case.precision(Precision::Tf32x3).prepared_w(true).workspace(true),
+        _ => case,
+    });
+    if g.gemm.wave(kernel_of(dispatch)) > 0 {
+        assert!(prepared > 0 && ran > prepared && refused > 0, "{test}: {ran} ran ({prepared} prepared), {refused} refused");
+    }
+}
+
 fn kernel_of(dispatch: Dispatch) -> Kernel {
     match dispatch {
         Dispatch::Force(kernel) => kernel,
@@ -220,6 +236,38 @@ fn shapes_sm80_mma_128x256_vec4_trunc() {
 fn shapes_sm80_mma_64x64_vec4() {
     let Some(g) = common::gpu() else { return };
     run_shapes(&g, Dispatch::Force(Kernel::Sm80Mma64x64Vec4), "shapes_sm80_mma_64x64_vec4");
+}
+
+#[test]
+fn shapes_sm80_mma_64x64_vec4_x3() {
+    let Some(g) = common::gpu() else { return };
+    run_shapes_rounded(&g, Dispatch::Force(Kernel::Sm80Mma64x64Vec4Tf32x3), Precision::Tf32x3, "shapes_sm80_mma_64x64_vec4_x3");
+}
+
+#[test]
+fn shapes_sm80_mma_64x64_scalar_x3() {
+    let Some(g) = common::gpu() else { return };
+    run_shapes_rounded(&g, Dispatch::Force(Kernel::Sm80Mma64x64ScalarTf32x3), Precision::Tf32x3, "shapes_sm80_mma_64x64_scalar_x3");
+}
+
+/// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple that
+/// has a split W or a workspace, and refuse the others.
+#[test]
+fn shapes_sm90_pingpong_128x128_x3() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Tf32x3") else { return };
+    run_shapes_split_w(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128Tf32x3), "shapes_sm90_pingpong_128x128_x3");
+}
+
+#[test]
+fn shapes_sm90_pingpong_128x128_cluster2_x3() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Cluster2Tf32x3") else { return };
+    run_shapes_split_w(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2Tf32x3), "shapes_sm90_pingpong_128x128_cluster2_x3");
+}
+
+#[test]
+fn shapes_sm90_pingpong_64x128_x3() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong64x128Tf32x3") else { return };
+    run_shapes_split_w(&g, Dispatch::Force(Kernel::Sm90Pingpong64x128Tf32x3), "shapes_sm90_pingpong_64x128_x3");
 }
 
 #[test]
@@ -388,6 +436,9 @@ fn small_shapes_every_kernel() {
             let case = if kernel.needs_rounded_w() {
                 assert!(!common::accepts(&g, &case, kernel), "{kernel:?} on a raw W without a workspace");
                 case.prepared_w(true)
+            } else if kernel.needs_split_w() {
+                assert!(!common::accepts(&g, &case, kernel), "{kernel:?} on a raw W without a workspace");
+                case.precision(Precision::Tf32x3).prepared_w(true)
             } else {
                 case
             };

@@ -46,6 +46,18 @@ __device__ __forceinline__ uint32_t add_half_ulp_tf32(uint32_t x) {
     return r;
 }
 
+// The 3xTF32 split (Precision::Tf32x3) of an fp32 operand, for tensor cores that truncate:
+// `big` is x rounded to nearest, ties away, as an exact TF32 value (low 13 bits clear), and
+// `small` the remainder x - big (exact in fp32: both lie within one TF32 ulp of x) with half a
+// TF32 ulp added, so that the tensor core reads it rounded to nearest too. big + small carries
+// 22 of fp32's 24 significand bits; the product small*small that 3xTF32 omits lies below fp32's
+// resolution of big*big. Finite inputs only: for +-Inf the remainder is NaN (Inf - Inf), and a
+// product with it makes the output NaN, as in any 3xTF32 GEMM.
+__device__ __forceinline__ void split_tf32(uint32_t x, uint32_t &big, uint32_t &small) {
+    big = add_half_ulp_tf32(x) & 0xffffe000u;
+    small = add_half_ulp_tf32(__float_as_uint(__fsub_rn(__uint_as_float(x), __uint_as_float(big))));
+}
+
 // ---- Shared memory ---------------------------------------------------------------------
 
 // Shared-memory address as the 32-bit value that cp.async, ldmatrix, mbarrier and TMA take.

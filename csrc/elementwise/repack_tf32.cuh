@@ -1,6 +1,8 @@
-// Repack of an operand whose rows are not 16-byte aligned into a dense, 16-byte-aligned copy,
-// rounded to TF32 on the way unless told not to (see GeRepackParams). Memory-bound: each element read once and
-// written once; loads are 4-byte (the source has no better alignment), stores are 16-byte.
+// Repack of an operand into a dense, 16-byte-aligned copy (rows of whole 128-byte lines, padding
+// zeroed): for rows that TMA or 16-byte loads cannot read, and for the conversions a kernel
+// expects done before it (GeRepackParams.mode: copied, rounded to TF32, or split into 3xTF32's
+// two parts). Memory-bound: each element read once and written once (twice when split); loads
+// are 4-byte (the source has no better alignment), stores are 16-byte.
 #pragma once
 
 #include <cstdint>
@@ -20,8 +22,20 @@ __device__ __forceinline__ void repack_tf32(const GeRepackParams &p, int row_fir
         float *dst = p.dst + int64_t(row) * p.ld_dst;
         for (int q = quad_first; q < quads; q += quad_step) {
             const int col = 4 * q;
-            const auto at = [&](int c) { return c < p.cols ? (p.round ? ptx::round_tf32(src[c]) : src[c]) : 0.0f; };
-            const float4 v = make_float4(at(col), at(col + 1), at(col + 2), at(col + 3));
+            const auto at = [&](int c) { return c < p.cols ? src[c] : 0.0f; };
+            float4 v = make_float4(at(col), at(col + 1), at(col + 2), at(col + 3));
+            if (p.mode == GE_REPACK_SPLIT) {
+                // The same split as the kernels' (ptx::split_tf32), with both parts rounded here.
+                const float4 big = make_float4(ptx::round_tf32(v.x), ptx::round_tf32(v.y), ptx::round_tf32(v.z),
+                                               ptx::round_tf32(v.w));
+                const float4 small = make_float4(
+                    ptx::round_tf32(__fsub_rn(v.x, big.x)), ptx::round_tf32(__fsub_rn(v.y, big.y)),
+                    ptx::round_tf32(__fsub_rn(v.z, big.z)), ptx::round_tf32(__fsub_rn(v.w, big.w)));
+                *reinterpret_cast<float4 *>(dst + p.small_offset + col) = small;
+                v = big;
+            } else if (p.mode == GE_REPACK_ROUND) {
+                v = make_float4(ptx::round_tf32(v.x), ptx::round_tf32(v.y), ptx::round_tf32(v.z), ptx::round_tf32(v.w));
+            }
             *reinterpret_cast<float4 *>(dst + col) = v;
         }
     }

@@ -58,8 +58,16 @@ typedef struct GeRepackParams {
     int64_t ld_dst;
     int32_t rows;
     int32_t cols;
-    int32_t round; /* 1: round every value to TF32 (nearest, ties away); 0: copy the bits */
+    int32_t mode; /* GE_REPACK_COPY, GE_REPACK_ROUND or GE_REPACK_SPLIT */
+    /* GE_REPACK_SPLIT: elements from a row's big parts in dst to its small parts (rows * ld_dst:
+     * the small parts of all rows follow the big parts of all rows); unused otherwise. */
+    int64_t small_offset;
 } GeRepackParams;
+
+/* GeRepackParams.mode: what the repack writes for each value a. */
+#define GE_REPACK_COPY 0  /* a's bits (the kernel converts, or truncates) */
+#define GE_REPACK_ROUND 1 /* tf32_rn(a): TF32, to nearest, ties away */
+#define GE_REPACK_SPLIT 2 /* 3xTF32: big = tf32_rn(a) at dst, small = tf32_rn(a - big) at dst + small_offset */
 
 /* ---- Stream-K (csrc/common/stream_k.cuh): both families ----------------------------- */
 
@@ -90,7 +98,9 @@ typedef struct GeStreamK {
  * `_vec4` (16-byte cp.async; needs k % 4 == 0, x and w 16-byte aligned, ldx and ldw multiples
  * of 4) and `_scalar` (4-byte cp.async, any shape). Operands are rounded to TF32 (nearest, ties
  * away) in registers, except in the `_vec4_trunc` entries of the 128x128 and 128x256 tiles,
- * which pass fp32 bits and let the tensor core truncate. */
+ * which pass fp32 bits and let the tensor core truncate, and the `_x3` entries of the 64x64 tile
+ * (Tf32x3), which split both operands into big and small TF32 parts in registers and issue
+ * three mma.sync per product (small*big, big*small, big*big). */
 
 /* 128x128: 4 warps of 64x64, 3 stages (96 KiB; fits sm_86/89 too).
  * Entries: ge_sm80_mma_128x128x32_s3_vec4, _vec4_trunc, _scalar. */
@@ -119,7 +129,7 @@ typedef struct GeStreamK {
      GE_SM80_MMA_128X256_TILE_K * 4)
 
 /* 64x64: 4 warps of 32x32, 4 stages (64 KiB): small m or n.
- * Entries: ge_sm80_mma_64x64x32_s4_vec4, _scalar. */
+ * Entries: ge_sm80_mma_64x64x32_s4_vec4, _scalar, _vec4_x3, _scalar_x3. */
 #define GE_SM80_MMA_64X64_TILE_M 64
 #define GE_SM80_MMA_64X64_TILE_N 64
 #define GE_SM80_MMA_64X64_TILE_K 32
@@ -142,6 +152,9 @@ typedef struct __attribute__((aligned(64))) GeTensorMap {
 typedef struct GeSm90Params {
     GeTensorMap x_map; /* X as a 2-D tensor {k, m} (k innermost), box {TILE_K, x_box_rows}, 128B swizzle */
     GeTensorMap w_map; /* W as a 2-D tensor {k, n} (k innermost), box {TILE_K, W box rows}, 128B swizzle */
+    /* The Tf32x3 entries (`_x3`): W's small parts (GE_REPACK_SPLIT), the same geometry as w_map,
+     * whose W is then the big parts. Unused by the other entries. */
+    GeTensorMap w_small_map;
     /* out as a 2-D tensor {n, m} (n innermost), box {GE_SM90_STORE_BOX_COLS, rows of one
      * consumer's tile}, 128B swizzle: the epilogue's TMA stores. Encoded (and store_tma = 1) only
      * when out is 16-byte aligned and n % 4 == 0 and ldo % 4 == 0 (TMA clips a box at n only to
@@ -257,6 +270,37 @@ typedef struct GeSm90Params {
 #define GE_SM90_COOPERATIVE_128X256_SMEM_BYTES                                                                    \
     (GE_SM90_COOPERATIVE_128X256_STAGES * (GE_SM90_COOPERATIVE_128X256_TILE_M + GE_SM90_COOPERATIVE_128X256_TILE_N) * \
          GE_SM90_COOPERATIVE_128X256_TILE_K * 4 +                                                                  \
+     GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
+
+/* Tf32x3 (3xTF32) builds, entries ending in `_x3`: X split into big and small TF32 parts in
+ * registers, W's two parts read from w_map and w_small_map, three wgmmas per k-step
+ * (small*big, big*small, big*big). Each stage holds one X tile and two W tiles, so fewer stages
+ * fit; three times the tensor-core work per stage needs fewer to hide the loads behind. */
+
+/* pingpong 128x128 x3: 4 stages of 16 + 2 x 16 KiB.
+ * Entries: ge_sm90_pingpong_128x128x32_s4_x3, ge_sm90_pingpong_128x128x32_s4_cluster2_x3. */
+#define GE_SM90_PINGPONG_128X128_X3_TILE_M 128
+#define GE_SM90_PINGPONG_128X128_X3_TILE_N 128
+#define GE_SM90_PINGPONG_128X128_X3_TILE_K 32
+#define GE_SM90_PINGPONG_128X128_X3_STAGES 4
+#define GE_SM90_PINGPONG_128X128_X3_THREADS 384
+#define GE_SM90_PINGPONG_128X128_X3_SMEM_BYTES                                                   \
+    (GE_SM90_PINGPONG_128X128_X3_STAGES *                                                        \
+         (GE_SM90_PINGPONG_128X128_X3_TILE_M + 2 * GE_SM90_PINGPONG_128X128_X3_TILE_N) *          \
+         GE_SM90_PINGPONG_128X128_X3_TILE_K * 4 +                                                \
+     GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
+
+/* pingpong 64x128 x3: 4 stages of 8 + 2 x 16 KiB: for small M.
+ * Entry: ge_sm90_pingpong_64x128x32_s4_x3. */
+#define GE_SM90_PINGPONG_64X128_X3_TILE_M 64
+#define GE_SM90_PINGPONG_64X128_X3_TILE_N 128
+#define GE_SM90_PINGPONG_64X128_X3_TILE_K 32
+#define GE_SM90_PINGPONG_64X128_X3_STAGES 4
+#define GE_SM90_PINGPONG_64X128_X3_THREADS 384
+#define GE_SM90_PINGPONG_64X128_X3_SMEM_BYTES                                                   \
+    (GE_SM90_PINGPONG_64X128_X3_STAGES *                                                        \
+         (GE_SM90_PINGPONG_64X128_X3_TILE_M + 2 * GE_SM90_PINGPONG_64X128_X3_TILE_N) *          \
+         GE_SM90_PINGPONG_64X128_X3_TILE_K * 4 +                                                \
      GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
 
 #endif /* GEMM_EPILOGUE_H */

@@ -30,6 +30,8 @@ GE_SM80_ENTRY(ge_sm80_mma_128x256x32_s3_vec4_trunc, GE_SM80_MMA_128X256, Operand
 GE_SM80_ENTRY(ge_sm80_mma_128x256x32_s3_scalar,     GE_SM80_MMA_128X256, OperandAccess::Scalar, Precision::Tf32,  EpilogueStore::Registers)
 GE_SM80_ENTRY(ge_sm80_mma_64x64x32_s4_vec4,         GE_SM80_MMA_64X64,   OperandAccess::Vec4,   Precision::Tf32,  EpilogueStore::Registers)
 GE_SM80_ENTRY(ge_sm80_mma_64x64x32_s4_scalar,       GE_SM80_MMA_64X64,   OperandAccess::Scalar, Precision::Tf32,  EpilogueStore::Registers)
+GE_SM80_ENTRY(ge_sm80_mma_64x64x32_s4_vec4_x3,      GE_SM80_MMA_64X64,   OperandAccess::Vec4,   Precision::Tf32x3, EpilogueStore::Registers)
+GE_SM80_ENTRY(ge_sm80_mma_64x64x32_s4_scalar_x3,    GE_SM80_MMA_64X64,   OperandAccess::Scalar, Precision::Tf32x3, EpilogueStore::Registers)
 // clang-format on
 
 #undef GE_SM80_ENTRY

@@ -13,8 +13,9 @@
 // puts those 8 chunks in 8 different bank groups, so every ldmatrix phase is conflict-free.
 //
 // Operands are rounded to TF32 here, in registers (Precision::Tf32: half an ulp added, so that
-// the tensor core's truncation rounds, ge::ptx::add_half_ulp_tf32), or passed as fp32 and
-// truncated by the tensor core (Precision::Tf32Truncated). The mainloop (mainloop.cuh) double-buffers
+// the tensor core's truncation rounds, ge::ptx::add_half_ulp_tf32), passed as fp32 and
+// truncated by the tensor core (Precision::Tf32Truncated), or split into big and small TF32
+// parts (Precision::Tf32x3, ge::ptx::split_tf32), three mma per product. The mainloop (mainloop.cuh) double-buffers
 // Frags: it loads k-step s+1 while the mma of k-step s issue.
 #pragma once
 
@@ -36,10 +37,14 @@ struct WarpMma {
     // (FRAGS_M x m16, FRAGS_N x n8) accumulators of this warp, in mma's D-fragment order.
     float acc[Cfg::FRAGS_M][Cfg::FRAGS_N][4];
 
-    // The operands of one k-step.
+    static constexpr bool SPLIT = Cfg::PRECISION == Precision::Tf32x3;
+
+    // The operands of one k-step (Tf32x3: x and w hold the big parts).
     struct Frags {
         uint32_t x[Cfg::FRAGS_M][4];
         uint32_t w[Cfg::FRAGS_N][2];
+        uint32_t x_small[SPLIT ? Cfg::FRAGS_M : 1][4];  // Tf32x3 only
+        uint32_t w_small[SPLIT ? Cfg::FRAGS_N : 1][2];
     };
 
     // Byte offsets, inside a stage, of the row this lane addresses for ldmatrix at k-step s, for
@@ -84,7 +89,16 @@ struct WarpMma {
             f.w[2 * j][0] = r[0], f.w[2 * j][1] = r[1];
             f.w[2 * j + 1][0] = r[2], f.w[2 * j + 1][1] = r[3];
         }
-        if constexpr (Cfg::PRECISION == Precision::Tf32) {
+        if constexpr (SPLIT) {
+#pragma unroll
+            for (int i = 0; i < Cfg::FRAGS_M; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) ge::ptx::split_tf32(f.x[i][e], f.x[i][e], f.x_small[i][e]);
+#pragma unroll
+            for (int j = 0; j < Cfg::FRAGS_N; ++j)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) ge::ptx::split_tf32(f.w[j][e], f.w[j][e], f.w_small[j][e]);
+        } else if constexpr (Cfg::PRECISION == Precision::Tf32) {
 #pragma unroll
             for (int i = 0; i < Cfg::FRAGS_M; ++i)
 #pragma unroll
@@ -102,7 +116,13 @@ struct WarpMma {
 #pragma unroll
         for (int j = J0; j < J1; ++j)
 #pragma unroll
-            for (int i = 0; i < Cfg::FRAGS_M; ++i) ptx::mma_m16n8k8_tf32(acc[i][j], f.x[i], f.w[j]);
+            for (int i = 0; i < Cfg::FRAGS_M; ++i) {
+                if constexpr (SPLIT) {  // small terms first
+                    ptx::mma_m16n8k8_tf32(acc[i][j], f.x_small[i], f.w[j]);
+                    ptx::mma_m16n8k8_tf32(acc[i][j], f.x[i], f.w_small[j]);
+                }
+                ptx::mma_m16n8k8_tf32(acc[i][j], f.x[i], f.w[j]);
+            }
     }
 };
 

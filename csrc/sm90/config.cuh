@@ -31,6 +31,7 @@ struct KernelConfig {
     // (Tf32Truncated), or through registers, rounded to nearest (Tf32; W must arrive rounded) or
     // split into two TF32 parts (Tf32x3; W's two parts arrive in two tiles of each stage).
     static constexpr Precision PRECISION = PRECISION_;
+    static constexpr int W_PARTS = PRECISION == Precision::Tf32x3 ? 2 : 1;  // W tiles per stage
 
     static constexpr Schedule SCHEDULE = SCHEDULE_;
     static constexpr bool COOPERATIVE = SCHEDULE == Schedule::Cooperative;
@@ -53,20 +54,21 @@ struct KernelConfig {
     static constexpr int RELEASERS = TILE_PARTS * WARPGROUP_THREADS / 32;
     static constexpr int K_STEPS = TILE_K / WGMMA_K;  // k-steps per stage
     static constexpr int ACC_PER_ATOM = WGMMA_M * WGMMA_N / WARPGROUP_THREADS;  // fp32 regs
-    // Precision::Tf32: register sets of X fragments (4 regs per 64-row atom) in flight, one
-    // wgmma group each. More sets keep more groups queued for the tensor cores while the next
+    // Precision::Tf32 and Tf32x3: register sets of X fragments (4 regs per 64-row atom, twice
+    // that split) in flight, one wgmma group each. More sets keep more groups queued for the tensor cores while the next
     // fragment loads; two atoms per consumer already keep a set's group busy twice as long.
     static constexpr int X_BUFFERS = M_ATOMS > 1 ? 2 : 4;
     // Precision::Tf32 with one 64-row atom of N <= 128: a k-step's wgmma is too short to hide
     // the next fragment's load behind, so whole k-blocks are loaded and issued at once instead
     // (two k-blocks of fragments in registers: what these tiles' small accumulators leave room for).
-    static constexpr bool X_BY_KBLOCK = M_ATOMS == 1 && TILE_N <= 128;
+    // Tf32x3's k-step is three wgmmas, long enough to hide the next load behind.
+    static constexpr bool X_BY_KBLOCK = PRECISION == Precision::Tf32 && M_ATOMS == 1 && TILE_N <= 128;
 
-    using Storage = SharedStorage<TILE_M, TILE_N, TILE_K, STAGES>;
+    using Storage = SharedStorage<TILE_M, TILE_N, TILE_K, STAGES, W_PARTS>;
     using Raster = GroupedRaster<TILE_M * CLUSTER_M, TILE_N, GROUP_M>;  // over cluster tiles
     using Epilogue = EPILOGUE_;  // thread-scope functor applied to each accumulator before the store
 
-    static constexpr uint32_t SMEM_BYTES = kSmemBytes<TILE_M, TILE_N, TILE_K, STAGES>;
+    static constexpr uint32_t SMEM_BYTES = kSmemBytes<TILE_M, TILE_N, TILE_K, STAGES, W_PARTS>;
     // Named barrier ids (0 is __syncthreads): ORDER_BARRIER + c is "consumer c may start its mainloop".
     static constexpr uint32_t ORDER_BARRIER = 1;
     static constexpr uint32_t ORDER_BARRIER_THREADS = 2 * WARPGROUP_THREADS;

@@ -8,7 +8,12 @@
 //             nearest, ties away, then wgmma with A from registers; W is read from shared memory
 //             as it is, so the host gives these kernels W already rounded (a prepared weight,
 //             or W repacked into the workspace).
-// Both return with the last stage still held (released by the caller after wgmma_wait_group<0>).
+//   Tf32x3    each k-step's X fragment goes through registers as for Tf32 and is split into
+//             big and small TF32 parts (ptx::split_tf32); three wgmmas with A from registers
+//             then accumulate small·W_big, big·W_small and big·W_big, reading W's big and
+//             small parts from the stage's two W tiles (the host splits W: a prepared weight,
+//             or W split into the workspace).
+// All return with the last stage still held (released by the caller after wgmma_wait_group<0>).
 #pragma once
 
 #include <cstdint>
@@ -166,11 +171,68 @@ __device__ __forceinline__ uint32_t mma_tile_rounded_x_by_kblock(typename Cfg::S
     return held_stage;
 }
 
+// X through registers, split into 3xTF32's two parts; like mma_tile_rounded_x, one wgmma group
+// per k-step, its fragments (both parts) in one of X_BUFFERS register sets. The small-part
+// products come first in each k-step, so that they are not lost to the rounding of the larger
+// running sum any more than the fp32 accumulation does anyway.
+template <class Cfg>
+__device__ __forceinline__ uint32_t mma_tile_split_x(typename Cfg::Storage &s, PipelineState &pipe, int k_tiles,
+                                                     float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM], int row0,
+                                                     int warp, int lane) {
+    constexpr int kBuffers = Cfg::X_BUFFERS;
+    static_assert(Cfg::K_STEPS % kBuffers == 0, "a k-block's k-steps cycle through the register sets evenly");
+    static_assert(Cfg::W_PARTS == 2, "W's big and small parts in every stage");
+    const int row = row0 + 16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1);
+    uint32_t chunk_offset[Cfg::K_STEPS];
+#pragma unroll
+    for (int ks = 0; ks < Cfg::K_STEPS; ++ks) chunk_offset[ks] = row * 128 + (((2 * ks + (lane >> 4)) ^ (lane & 7)) << 4);
+
+    uint32_t big[kBuffers][Cfg::M_ATOMS][4];
+    uint32_t small[kBuffers][Cfg::M_ATOMS][4];
+    uint32_t held_stage = 0;
+    for (int kb = 0; kb < k_tiles; ++kb) {
+        ptx::mbarrier_wait(&s.full[pipe.stage], pipe.phase);
+        const uint32_t x_stage = ge::ptx::smem_addr(s.x[pipe.stage]);  // (TILE_M, TILE_K)
+        const uint32_t w_stage = ge::ptx::smem_addr(s.w[pipe.stage]);  // 2 x (TILE_N, TILE_K)
+        const uint64_t desc_w_big = make_desc_k_major_sw128(w_stage);
+        const uint64_t desc_w_small = make_desc_k_major_sw128(w_stage + Cfg::Storage::W_BYTES);
+#pragma unroll
+        for (int ks = 0; ks < Cfg::K_STEPS; ++ks) {
+            uint32_t(&xb)[Cfg::M_ATOMS][4] = big[ks % kBuffers];
+            uint32_t(&xs)[Cfg::M_ATOMS][4] = small[ks % kBuffers];
+            ptx::wgmma_wait_group<kBuffers - 1>();  // the group that last read this set is done
+            if (ks == kBuffers - 1 && kb > 0 && lane == 0) release_stage<Cfg>(s, held_stage);
+#pragma unroll
+            for (int ma = 0; ma < Cfg::M_ATOMS; ++ma) {
+                uint32_t raw[4];
+                ge::ptx::ldmatrix_x4(raw, x_stage + chunk_offset[ks] + ma * Cfg::WGMMA_M * 128);
+#pragma unroll
+                for (int r = 0; r < 4; ++r) ge::ptx::split_tf32(raw[r], xb[ma][r], xs[ma][r]);
+            }
+            ptx::wgmma_fence();  // the fragment registers written above, before the wgmmas read them
+            const uint32_t k_bytes = ks * Cfg::WGMMA_K * 4;
+            const bool accumulate = (kb | ks) != 0;
+#pragma unroll
+            for (int ma = 0; ma < Cfg::M_ATOMS; ++ma) {
+                ptx::wgmma_tf32_rs<Cfg::WGMMA_N>(acc[ma], xs[ma], desc_advance(desc_w_big, k_bytes), accumulate);
+                ptx::wgmma_tf32_rs<Cfg::WGMMA_N>(acc[ma], xb[ma], desc_advance(desc_w_small, k_bytes), 1);
+                ptx::wgmma_tf32_rs<Cfg::WGMMA_N>(acc[ma], xb[ma], desc_advance(desc_w_big, k_bytes), 1);
+            }
+            ptx::wgmma_commit_group();
+        }
+        held_stage = pipe.stage;
+        pipe.template advance<Cfg::STAGES>();
+    }
+    return held_stage;
+}
+
 template <class Cfg>
 __device__ __forceinline__ uint32_t mma_tile(typename Cfg::Storage &s, PipelineState &pipe, int k_tiles,
                                              float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM], int row0, int warp,
                                              int lane) {
-    if constexpr (Cfg::PRECISION == Precision::Tf32 && Cfg::X_BY_KBLOCK)
+    if constexpr (Cfg::PRECISION == Precision::Tf32x3)
+        return mma_tile_split_x<Cfg>(s, pipe, k_tiles, acc, row0, warp, lane);
+    else if constexpr (Cfg::PRECISION == Precision::Tf32 && Cfg::X_BY_KBLOCK)
         return mma_tile_rounded_x_by_kblock<Cfg>(s, pipe, k_tiles, acc, row0, warp, lane);
     else if constexpr (Cfg::PRECISION == Precision::Tf32)
         return mma_tile_rounded_x<Cfg>(s, pipe, k_tiles, acc, row0, warp, lane);

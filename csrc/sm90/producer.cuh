@@ -20,7 +20,7 @@ __device__ __forceinline__ void produce(const GeSm90Params &p, typename Cfg::Sto
     constexpr uint32_t kSliceFloats = Cfg::W_BOX_ROWS * Cfg::TILE_K;
     // What TMA writes into a stage: the X box (p.x_box_rows <= TILE_M rows) and the whole W tile.
     const uint32_t stage_bytes =
-        static_cast<uint32_t>(p.x_box_rows) * Cfg::TILE_K * sizeof(float) + Cfg::Storage::W_BYTES;
+        static_cast<uint32_t>(p.x_box_rows) * Cfg::TILE_K * sizeof(float) + Cfg::W_PARTS * Cfg::Storage::W_BYTES;
     PipelineState pipe{0, 0};
     const int items = work.items();
     for (int j = 0; j < items; ++j) {
@@ -32,14 +32,20 @@ __device__ __forceinline__ void produce(const GeSm90Params &p, typename Cfg::Sto
             ptx::mbarrier_arrive_expect_tx(&s.full[pipe.stage], stage_bytes);
             // x[stage] (TILE_M, TILE_K): X box (x_box_rows, TILE_K) at (m0, k0); OOB rows/columns -> zeros.
             ptx::tma_load_2d(s.x[pipe.stage], &p.x_map, &s.full[pipe.stage], kb * Cfg::TILE_K, m0);
-            if constexpr (Cfg::CLUSTER_M == 1) {
-                // w[stage] (TILE_N, TILE_K): W at (n0, k0).
-                ptx::tma_load_2d(s.w[pipe.stage], &p.w_map, &s.full[pipe.stage], kb * Cfg::TILE_K, tile.n0);
-            } else {
-                // (W_BOX_ROWS, TILE_K) slice `cta_rank` of w[stage], to every CTA of the cluster.
-                ptx::tma_load_2d_multicast(s.w[pipe.stage] + cta_rank * kSliceFloats, &p.w_map, &s.full[pipe.stage],
-                                           kb * Cfg::TILE_K, tile.n0 + cta_rank * Cfg::W_BOX_ROWS,
-                                           static_cast<uint16_t>((1u << Cfg::CLUSTER_M) - 1));
+            // W's parts: the big parts (or W) from w_map, then (Tf32x3) the small parts from w_small_map.
+#pragma unroll
+            for (int part = 0; part < Cfg::W_PARTS; ++part) {
+                const GeTensorMap *w_map = part == 0 ? &p.w_map : &p.w_small_map;
+                float *w_tile = s.w[pipe.stage] + part * Cfg::Storage::W_PART_FLOATS;
+                if constexpr (Cfg::CLUSTER_M == 1) {
+                    // (TILE_N, TILE_K): W at (n0, k0).
+                    ptx::tma_load_2d(w_tile, w_map, &s.full[pipe.stage], kb * Cfg::TILE_K, tile.n0);
+                } else {
+                    // (W_BOX_ROWS, TILE_K) slice `cta_rank` of the tile, to every CTA of the cluster.
+                    ptx::tma_load_2d_multicast(w_tile + cta_rank * kSliceFloats, w_map, &s.full[pipe.stage],
+                                               kb * Cfg::TILE_K, tile.n0 + cta_rank * Cfg::W_BOX_ROWS,
+                                               static_cast<uint16_t>((1u << Cfg::CLUSTER_M) - 1));
+                }
             }
             pipe.template advance<Cfg::STAGES>();
         }

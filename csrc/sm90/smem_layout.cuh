@@ -41,28 +41,30 @@ inline constexpr uint32_t kEpilogueFloatsPerConsumer = GE_SM90_EPILOGUE_SMEM_BYT
 
 // The CTA's dynamic shared memory, carved from a 1024-byte aligned base:
 //   x[s]: (TILE_M, TILE_K) fp32, 128B-swizzled, stage s
-//   w[s]: (TILE_N, TILE_K) fp32, 128B-swizzled, stage s
+//   w[s]: (TILE_N, TILE_K) fp32, 128B-swizzled, stage s; with W_PARTS = 2 (Tf32x3) followed by
+//         W's small parts, another (TILE_N, TILE_K) tile (the big parts come first)
 //   c[i]: consumer i's epilogue boxes, (rows of its tile, STORE_BOX_COLS) fp32 each
 //   full[s]  : TMA -> consumers ("stage s holds data"), 1 arrival + tx bytes
 //   empty[s] : consumers -> producer ("stage s may be overwritten"), one arrival per releasing
 //              consumer warp of every CTA in the cluster
-template <int TILE_M, int TILE_N, int TILE_K, int STAGES>
+template <int TILE_M, int TILE_N, int TILE_K, int STAGES, int W_PARTS>
 struct SharedStorage {
     static constexpr uint32_t X_BYTES = TILE_M * TILE_K * sizeof(float);
-    static constexpr uint32_t W_BYTES = TILE_N * TILE_K * sizeof(float);
+    static constexpr uint32_t W_BYTES = TILE_N * TILE_K * sizeof(float);  // one part
+    static constexpr uint32_t W_PART_FLOATS = TILE_N * TILE_K;            // from a part to the next
     static_assert(TILE_K * sizeof(float) == 128, "TILE_K must span exactly one 128B swizzle row");
     static_assert(X_BYTES % kSwizzleAtomBytes == 0 && W_BYTES % kSwizzleAtomBytes == 0,
                   "tiles must be whole swizzle atoms to keep every stage 1024-byte aligned");
 
     alignas(1024) float x[STAGES][TILE_M * TILE_K];
-    alignas(1024) float w[STAGES][TILE_N * TILE_K];
+    alignas(1024) float w[STAGES][W_PARTS * TILE_N * TILE_K];
     alignas(1024) float c[2][kEpilogueFloatsPerConsumer];
     uint64_t full[STAGES];
     uint64_t empty[STAGES];
 };
 
 // Dynamic smem bytes the host must provide: the storage plus slack for aligning the base to 1024.
-template <int TILE_M, int TILE_N, int TILE_K, int STAGES>
-inline constexpr uint32_t kSmemBytes = sizeof(SharedStorage<TILE_M, TILE_N, TILE_K, STAGES>) + kSwizzleAtomBytes;
+template <int TILE_M, int TILE_N, int TILE_K, int STAGES, int W_PARTS>
+inline constexpr uint32_t kSmemBytes = sizeof(SharedStorage<TILE_M, TILE_N, TILE_K, STAGES, W_PARTS>) + kSwizzleAtomBytes;
 
 }  // namespace ge::sm90

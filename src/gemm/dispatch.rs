@@ -6,6 +6,7 @@ use super::plan::Plan;
 use super::shape::{Shape, Strided};
 use super::stream_k;
 use super::validate::MAX_DIM;
+use super::weight::WeightForm;
 use super::workspace::{repack_len, WorkspaceLayout};
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
@@ -25,15 +26,15 @@ pub enum Dispatch {
     Force(Kernel),
 }
 
-/// A validated call as dispatch sees it: its shape, where X and W are, the rounding W was
-/// prepared for when it is a prepared weight (128-byte rows; rounded to nearest for `Tf32`,
-/// its raw bits for `Tf32Truncated`), and the f32 length of the workspace (0 without one).
+/// A validated call as dispatch sees it: its shape, where X and W are, the form of W's values
+/// when it is a prepared weight (128-byte rows; `None`: the caller's W), and the f32 length of
+/// the workspace (0 without one).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Call {
     pub shape: Shape,
     pub x: Strided,
     pub w: Strided,
-    pub w_prepared: Option<Precision>,
+    pub w_prepared: Option<WeightForm>,
     pub workspace: usize,
 }
 
@@ -106,6 +107,12 @@ fn preference(size: Size, aligned_rows: bool, precision: Precision) -> &'static 
         (Small64x64, true, Precision::Tf32Truncated) => &[Sm90Pingpong64x64Trunc, Sm80Mma64x64Vec4],
         (Small64x128, true, Precision::Tf32Truncated) => &[Sm90Pingpong64x128Trunc, Sm80Mma64x64Vec4],
         (Small, true, Precision::Tf32Truncated) => &[Sm90Pingpong128x128Trunc, Sm80Mma64x64Vec4],
+        // Tf32x3: three times the tensor-core work per byte, so the 128×128 ping-pong from one
+        // wave of its tiles on, the 64×128 one below; the mma.sync kernels split both operands
+        // themselves and take any W.
+        (Large | Medium, true, Precision::Tf32x3) => &[Sm90Pingpong128x128Tf32x3, Sm80Mma64x64Vec4Tf32x3, Sm80Mma64x64ScalarTf32x3],
+        (_, true, Precision::Tf32x3) => &[Sm90Pingpong64x128Tf32x3, Sm80Mma64x64Vec4Tf32x3, Sm80Mma64x64ScalarTf32x3],
+        (_, false, Precision::Tf32x3) => &[Sm80Mma64x64ScalarTf32x3],
         (Large, true, _) => &[Sm90Cooperative128x256Cluster2, Sm90Pingpong128x128, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
         (Medium, true, _) => &[Sm90Pingpong128x128, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
         (Small64x64, true, _) => &[Sm90Pingpong64x64, Sm80Mma64x64Vec4],
@@ -123,23 +130,35 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
     let s = c.shape;
     let (x_ok, w_ok) = (c.x.rows_aligned(s.k), c.w.rows_aligned(s.k));
     // What a kernel would take from the workspace: unaligned operands repacked, and W repacked
-    // (rounded) for a kernel that reads W rounded when it is not a weight prepared rounded.
-    let w_rounded = c.w_prepared == Some(Precision::Tf32);
+    // (rounded, or split) for a kernel that reads W rounded (split) when it is not a weight
+    // prepared so. A split weight's big parts are W rounded.
+    let w_form = c.w_prepared.unwrap_or(WeightForm::Raw);
     let repacks = |kernel: Kernel| -> (bool, bool) {
         let aligned = kernel.needs_aligned_rows();
-        (aligned && !x_ok, (aligned && !w_ok) || (kernel.needs_rounded_w() && !w_rounded))
+        // A prepared weight's rows are whole 128-byte lines, zero past K: what TMA reads, whatever K.
+        let w_ok = w_ok || (c.w_prepared.is_some() && kernel.family() == Family::TmaWgmma);
+        let w_ready = if kernel.needs_split_w() {
+            w_form == WeightForm::Split
+        } else {
+            !kernel.needs_rounded_w() || w_form != WeightForm::Raw
+        };
+        (aligned && !x_ok, (aligned && !w_ok) || !w_ready)
     };
     let fits = |kernel: Kernel| {
         let (x, w) = repacks(kernel);
-        !(x || w) || (s.k > 0 && repack_len(s, x, w) <= c.workspace)
+        !(x || w) || (s.k > 0 && repack_len(s, x, w, kernel) <= c.workspace)
     };
     let refusal = |kernel: Kernel| -> Option<&'static str> {
         if let Some(why) = unsupported(kernel, device, occupancy) {
             return Some(why);
         }
+        if kernel.precision() == Precision::Tf32x3 && !kernel.needs_split_w() && w_form == WeightForm::Split {
+            return Some("this kernel splits a raw W itself and cannot read a split prepared weight (only the sm_90 Tf32x3 kernels can: they need X with 16-byte rows, or a workspace to repack X into)");
+        }
         match kernel.family() {
             Family::TmaWgmma if s.k == 0 => Some("TMA needs K > 0"),
             Family::TmaWgmma if !fits(kernel) && (!x_ok || !w_ok) => Some("TMA needs K % 4 == 0, 16-byte-aligned x and w, and leading dimensions that are multiples of 4 (or a workspace to repack them)"),
+            Family::TmaWgmma if !fits(kernel) && kernel.needs_split_w() => Some("this kernel reads W split into 3xTF32's two parts: pass a weight prepared by a Tf32x3 handle (FusedGemm::prepare_weight) or a workspace to split W into"),
             Family::TmaWgmma if !fits(kernel) => Some("this kernel reads W rounded to TF32: pass a prepared weight (FusedGemm::prepare_weight) or a workspace to round W into"),
             Family::MmaSync if !fits(kernel) => Some("16-byte loads need K % 4 == 0, 16-byte-aligned x and w, and leading dimensions that are multiples of 4 (or a workspace to repack them)"),
             _ => None,
@@ -153,7 +172,10 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
         Dispatch::Auto => {
             // Repacking (two extra launches) does not pay on tiny problems: there, operands that
             // need it go to the scalar-load kernels.
-            let worth_repacking = s.macs() >= REPACK_MIN_MACS;
+            // A split prepared weight is read by the TMA kernels alone, whatever the size.
+            let worth_repacking = s.macs() >= REPACK_MIN_MACS || w_form == WeightForm::Split;
+            // On sm_90 the aligned lists start with TMA kernels, which read a prepared W as it is.
+            let w_ok = w_ok || (c.w_prepared.is_some() && device.is_hopper());
             let aligned = (x_ok && w_ok) || (s.k > 0 && worth_repacking && fits_any_repack(s, x_ok, w_ok, c.workspace));
             let preferred = preference(Size::of(s, device, occupancy), aligned, policy.precision);
             let cheap = |kernel: Kernel| {
@@ -163,12 +185,12 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
             *preferred
                 .iter()
                 .find(|k| refusal(**k).is_none() && cheap(**k))
-                .ok_or(Error::KernelUnavailable { kernel: preferred[0], reason: "no kernel fits this device" })?
+                .ok_or_else(|| Error::KernelUnavailable { kernel: preferred[0], reason: refusal(preferred[0]).unwrap_or("no kernel fits this device") })?
         }
     };
     let spec = kernel.spec();
     let (repack_x, repack_w) = repacks(kernel);
-    let sk = stream_k::plan(device, occupancy, kernel, s, c.workspace.saturating_sub(repack_len(s, repack_x, repack_w)));
+    let sk = stream_k::plan(device, occupancy, kernel, s, c.workspace.saturating_sub(repack_len(s, repack_x, repack_w, kernel)));
     let grid = match (spec.family, sk) {
         (Family::TmaWgmma, Some(sk)) => spec.cluster_m as u64 * sk.ctas as u64,
         // One CTA per whole tile, then the stream-K CTAs.
@@ -188,7 +210,7 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
         smem_bytes: spec.smem_bytes,
         repack_x,
         repack_w,
-        precision: plan_precision(kernel, repack_x, repack_w || w_rounded),
+        precision: plan_precision(kernel, repack_x, repack_w, w_form),
         stream_k_tiles: sk.map_or(0, |sk| sk.tiles),
         stream_k_ctas: sk.map_or(0, |sk| sk.ctas),
         tma_store: false,
@@ -196,21 +218,43 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
     })
 }
 
-/// Whether the workspace holds the repack of whichever operands have unaligned rows.
+/// Whether the workspace holds the repack of whichever operands have unaligned rows (as one
+/// matrix each: a kernel that reads W split needs twice W's, which `fits` checks per kernel).
 fn fits_any_repack(s: Shape, x_ok: bool, w_ok: bool, workspace: usize) -> bool {
-    repack_len(s, !x_ok, !w_ok) <= workspace
+    let ld = super::workspace::repacked_ld(s.k);
+    (!x_ok as usize) * s.m * ld + (!w_ok as usize) * s.n * ld <= workspace
 }
 
-/// How the operands the tensor cores saw were rounded: to nearest when X and W both were (by
-/// the kernel, or by a repack or a prepared weight before it), else truncated.
-fn plan_precision(kernel: Kernel, x_rounded_before: bool, w_rounded_before: bool) -> Precision {
-    let nearest = kernel.precision() == Precision::Tf32;
-    let x = nearest || x_rounded_before;
-    let w = (nearest && !kernel.needs_rounded_w()) || w_rounded_before;
-    if x && w {
-        Precision::Tf32
+/// What the tensor cores multiplied: the weaker of what X and W each went through. X: split by
+/// the Tf32x3 kernels (repacked as it is for them), rounded by the Tf32 ones, else truncated
+/// unless a repack rounded it. W: a rounded W (or a split W's big parts, which is what every
+/// kernel but those that read W split reads of it) cannot be more than rounded; a raw W is
+/// split by the Tf32x3 kernels (or by their repack), rounded by the Tf32 kernels or a repack,
+/// else truncated.
+fn plan_precision(kernel: Kernel, repack_x: bool, repack_w: bool, w_form: WeightForm) -> Precision {
+    use Precision::{Tf32, Tf32Truncated, Tf32x3};
+    let k = kernel.precision();
+    let x = match k {
+        Tf32x3 | Tf32 => k,
+        _ if repack_x => Tf32,
+        _ => Tf32Truncated,
+    };
+    let w = match (k, repack_w, w_form) {
+        (_, false, WeightForm::Split) if kernel.needs_split_w() => Tf32x3,
+        (_, _, WeightForm::Rounded | WeightForm::Split) => Tf32,
+        (Tf32x3, _, WeightForm::Raw) => Tf32x3,
+        (Tf32, _, WeightForm::Raw) | (_, true, WeightForm::Raw) => Tf32,
+        (_, false, WeightForm::Raw) => Tf32Truncated,
+    };
+    let rank = |p: Precision| match p {
+        Tf32Truncated => 0,
+        Tf32 => 1,
+        _ => 2,
+    };
+    if rank(x) <= rank(w) {
+        x
     } else {
-        Precision::Tf32Truncated
+        w
     }
 }
 

@@ -46,7 +46,13 @@ fn select(d: &Dev, dispatch: Dispatch, s: Shape, x: (u64, usize), w: (u64, usize
 
 /// `select` of a prepared (rounded, 128-byte-aligned) W.
 fn select_prepared(d: &Dev, dispatch: Dispatch, precision: Precision, s: Shape, x: (u64, usize), workspace: usize) -> Result<Plan> {
-    let call = Call { shape: s, x: st(x.0, x.1), w: st(ALIGNED, s.k.next_multiple_of(32)), w_prepared: Some(precision), workspace };
+    // The form prepare_weight makes for this precision (the tests' devices that run these are sm_90).
+    let form = match precision {
+        Precision::Tf32 => WeightForm::Rounded,
+        Precision::Tf32x3 if d.info.is_hopper() => WeightForm::Split,
+        _ => WeightForm::Raw,
+    };
+    let call = Call { shape: s, x: st(x.0, x.1), w: st(ALIGNED, s.k.next_multiple_of(32)), w_prepared: Some(form), workspace };
     super::select(&d.info, &d.occ, Policy { dispatch, precision }, call)
 }
 

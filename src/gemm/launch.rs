@@ -6,11 +6,12 @@ use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
 
 use super::plan::Plan;
 use super::shape::{Shape, Strided};
+use super::weight::WeightForm;
 use super::workspace::{repacked_ld, Region};
 use crate::driver::{launch, tma};
 use crate::error::{Error, Result};
 use crate::kernels::loaded::LoadedKernels;
-use crate::kernels::Family;
+use crate::kernels::{Family, Kernel, Precision};
 use crate::sys::{self, GeProblem, GeRepackParams, GeSm90Params, GeStreamK, GeTensorMap};
 
 /// Device addresses of a validated call (bias 0: none; workspace 0: none).
@@ -26,15 +27,16 @@ pub(crate) struct Addresses {
 /// Launches `plan` for `shape` on `stream`.
 pub(crate) fn launch(kernels: &LoadedKernels, stream: &CudaStream, plan: &Plan, shape: Shape, a: Addresses, scale: f32) -> Result<()> {
     let layout = &plan.workspace;
-    // Operands the kernel reads: the caller's, or their repacked copies in the workspace.
-    let repack = |src: Strided, rows: usize, region: Option<Region>| -> Result<Strided> {
+    // Operands the kernel reads: the caller's, or their repacked copies in the workspace,
+    // converted as the kernel expects (RepackMode::for_x, for_w).
+    let repack = |src: Strided, rows: usize, region: Option<Region>, mode: RepackMode| -> Result<Strided> {
         let Some(region) = region else { return Ok(src) };
         let dst = Strided { addr: region.addr(a.workspace), ld: repacked_ld(shape.k) };
-        repack(kernels, stream, src, rows, shape.k, dst, true)?;
+        repack(kernels, stream, src, rows, shape.k, dst, mode)?;
         Ok(dst)
     };
-    let x = repack(a.x, shape.m, layout.x)?;
-    let w = repack(a.w, shape.n, layout.w)?;
+    let x = repack(a.x, shape.m, layout.x, RepackMode::for_x(plan.kernel))?;
+    let w = repack(a.w, shape.n, layout.w, RepackMode::for_w(plan.kernel))?;
     let stream_k = match (layout.partials, layout.counters) {
         (Some(partials), Some(counters)) => {
             launch::zero_i32(stream, counters.addr(a.workspace), counters.len)?;
@@ -85,9 +87,18 @@ pub(crate) fn launch(kernels: &LoadedKernels, stream: &CudaStream, plan: &Plan, 
             } else {
                 GeTensorMap { opaque: [0; 16] }
             };
+            let w_map = |addr: u64| tma::encode_row_major(addr, shape.n, shape.k, w.ld, spec.w_box_rows(), spec.tile_k);
+            // A split W (a prepared weight's, or the workspace's: RepackMode::Split) holds its N
+            // rows of small parts right after its N rows of big parts.
+            let w_small_map = if plan.kernel.needs_split_w() {
+                w_map(w.addr + 4 * (shape.n * w.ld) as u64)?
+            } else {
+                GeTensorMap { opaque: [0; 16] }
+            };
             let params = GeSm90Params {
                 x_map: tma::encode_row_major(x.addr, shape.m, shape.k, x.ld, x_box_rows, spec.tile_k)?,
-                w_map: tma::encode_row_major(w.addr, shape.n, shape.k, w.ld, spec.w_box_rows(), spec.tile_k)?,
+                w_map: w_map(w.addr)?,
+                w_small_map,
                 out_map,
                 problem,
                 stream_k,
@@ -97,7 +108,10 @@ pub(crate) fn launch(kernels: &LoadedKernels, stream: &CudaStream, plan: &Plan, 
             if spec.cluster_m == 1 {
                 let mut launch = stream.launch_builder(function);
                 launch.arg(&params);
-                // SAFETY: as above, with the tensor maps describing the same validated extents.
+                // SAFETY: as above, with the tensor maps describing the same validated extents;
+                // w_small_map is encoded only for a kernel that reads W split, which select()
+                // plans only with a split W: a split prepared weight (2 · N · ld elements) or W
+                // split into a workspace region of that length.
                 unsafe { launch.launch(cfg) }?;
             } else {
                 // SAFETY: as above; `params` is the kernel's `const GeSm90Params`; select() made
@@ -116,9 +130,52 @@ fn x_box_rows(m: usize, tile_m: u32) -> u32 {
     (m.div_ceil(8) * 8).min(tile_m as usize) as u32
 }
 
+/// What a repack writes (`GeRepackParams::mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RepackMode {
+    /// The fp32 bits.
+    Copy,
+    /// Rounded to TF32, to nearest, ties away.
+    Round,
+    /// 3xTF32's big parts, then (`rows · dst.ld` elements further) the small parts.
+    Split,
+}
+
+impl RepackMode {
+    /// The mode that writes a weight in `form`.
+    pub fn to(form: WeightForm) -> Self {
+        match form {
+            WeightForm::Raw => RepackMode::Copy,
+            WeightForm::Rounded => RepackMode::Round,
+            WeightForm::Split => RepackMode::Split,
+        }
+    }
+
+    /// How X is repacked for `kernel`: as it is for the Tf32x3 kernels (they split it
+    /// themselves), else rounded (the truncating kernels then see X rounded: more accurate, and
+    /// free in a pass that moves the data anyway).
+    pub fn for_x(kernel: Kernel) -> Self {
+        if kernel.precision() == Precision::Tf32x3 {
+            RepackMode::Copy
+        } else {
+            RepackMode::Round
+        }
+    }
+
+    /// How W is repacked for `kernel`: split for the kernels that read it split, as it is for
+    /// the other Tf32x3 kernels, else rounded.
+    pub fn for_w(kernel: Kernel) -> Self {
+        match (kernel.needs_split_w(), kernel.precision()) {
+            (true, _) => RepackMode::Split,
+            (false, Precision::Tf32x3) => RepackMode::Copy,
+            _ => RepackMode::Round,
+        }
+    }
+}
+
 /// Copies `rows × k` of `src` into a dense copy at `dst` (rows of `dst.ld`, padding zeroed),
-/// rounded to TF32 to nearest when `round`.
-pub(crate) fn repack(kernels: &LoadedKernels, stream: &CudaStream, src: Strided, rows: usize, k: usize, dst: Strided, round: bool) -> Result<()> {
+/// converted as `mode` says; [`RepackMode::Split`] writes `2 · rows · dst.ld` elements.
+pub(crate) fn repack(kernels: &LoadedKernels, stream: &CudaStream, src: Strided, rows: usize, k: usize, dst: Strided, mode: RepackMode) -> Result<()> {
     let params = GeRepackParams {
         src: src.addr as *const f32,
         dst: dst.addr as *mut f32,
@@ -126,13 +183,18 @@ pub(crate) fn repack(kernels: &LoadedKernels, stream: &CudaStream, src: Strided,
         ld_dst: dst.ld as i64,
         rows: rows as i32,
         cols: k as i32,
-        round: round as i32,
+        mode: match mode {
+            RepackMode::Copy => sys::GE_REPACK_COPY,
+            RepackMode::Round => sys::GE_REPACK_ROUND,
+            RepackMode::Split => sys::GE_REPACK_SPLIT,
+        } as i32,
+        small_offset: (rows * dst.ld) as i64,
     };
     let cfg = LaunchConfig { grid_dim: rowwise_grid(rows, dst.ld / 4, kernels.device.sm_count), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
     let mut launch = stream.launch_builder(&kernels.repack);
     launch.arg(&params);
     // SAFETY: src is a validated operand (rows × k at stride ld); dst is 16-byte aligned with
-    // rows × dst.ld elements (a workspace region of the plan's layout, which select() fitted
+    // rows × dst.ld elements (twice that for Split) (a workspace region of the plan's layout, which select() fitted
     // into the workspace, or a prepared weight's allocation); both ordered on `stream` by the
     // caller's guards.
     unsafe { launch.launch(cfg) }?;

@@ -22,6 +22,8 @@ use cudarc::driver::{CudaContext, CudaStream, CudaView, CudaViewMut, DevicePtr, 
 pub use dispatch::Dispatch;
 pub use plan::Plan;
 pub use weight::{PreparedWeight, Weight};
+use weight::WeightForm;
+use launch::RepackMode;
 #[cfg(feature = "testbed")]
 pub(crate) use launch::rowwise_grid;
 pub(crate) use shape::Shape;
@@ -282,27 +284,35 @@ impl FusedGemm {
         }
         let shape = validate::validate_weight(w.extent())?;
         let ld = workspace::repacked_ld(shape.k);
-        let len = shape.n.checked_mul(ld).ok_or(Error::DimensionTooLarge { what: "N · K", value: shape.n, max: validate::MAX_DIM })?;
-        // SAFETY: the repack below writes every one of the n · ld elements (zeros past K) before
-        // anything can read them (stream order); the one element a 0 × 0 weight allocates is
-        // never read.
+        let form = match self.policy.precision {
+            Precision::Tf32 => WeightForm::Rounded,
+            // Only the sm_90 kernels read W split; the mma.sync ones split it themselves.
+            Precision::Tf32x3 if self.kernels.device.is_hopper() => WeightForm::Split,
+            _ => WeightForm::Raw,
+        };
+        let parts = if form == WeightForm::Split { 2 } else { 1 };
+        let len = shape.n.checked_mul(ld).and_then(|l| l.checked_mul(parts));
+        let len = len.ok_or(Error::DimensionTooLarge { what: "N · K", value: shape.n, max: validate::MAX_DIM })?;
+        // SAFETY: the repack below writes every one of the len elements (zeros past K; both parts
+        // when split) before anything can read them (stream order); the one element a 0 × 0
+        // weight allocates is never read.
         let mut data = unsafe { stream.alloc::<f32>(len.max(1)) }?;
         if len > 0 {
             let (src, _src_guard) = w.data.device_ptr(stream);
             let (dst, _dst_guard) = data.device_ptr_mut(stream);
-            let round = self.policy.precision == Precision::Tf32;
-            launch::repack(&self.kernels, stream, Strided { addr: src, ld: w.ld }, shape.n, shape.k, Strided { addr: dst, ld }, round)?;
+            let dst = Strided { addr: dst, ld };
+            launch::repack(&self.kernels, stream, Strided { addr: src, ld: w.ld }, shape.n, shape.k, dst, RepackMode::to(form))?;
         }
-        Ok(PreparedWeight::new(data, shape.n, shape.k, ld, self.policy.precision))
+        Ok(PreparedWeight::new(data, shape.n, shape.k, ld, self.policy.precision, form))
     }
 
-    /// W as a matrix view and the rounding it was prepared for, once checked that a prepared
-    /// weight serves this handle: only handles of the rounding it was prepared for take it.
-    fn weight<'w>(&self, w: &'w impl Weight) -> Result<(MatrixRef<'w>, Option<Precision>)> {
+    /// W as a matrix view and the form of a prepared weight's values, once checked that a
+    /// prepared weight serves this handle: only handles of the precision it was prepared for take it.
+    fn weight<'w>(&self, w: &'w impl Weight) -> Result<(MatrixRef<'w>, Option<WeightForm>)> {
         let (view, prepared) = w.view();
         match prepared {
-            Some(r) if r != self.policy.precision => Err(Error::PreparedForOtherPrecision { prepared: r, asked: self.policy.precision }),
-            _ => Ok((view, prepared)),
+            Some(p) if p.precision != self.policy.precision => Err(Error::PreparedForOtherPrecision { prepared: p.precision, asked: self.policy.precision }),
+            _ => Ok((view, prepared.map(|p| p.form))),
         }
     }
 

@@ -10,7 +10,8 @@ use super::shape::{Shape, Strided};
 use super::stream_k::{partial_tile_len, StreamK};
 use super::test_devices::{self, A100, H200, RTX4090};
 use super::validate::{validate_operands, validate_shapes, validate_weight, Extent, MAX_DIM, MAX_LD};
-use super::workspace::{repacked_ld, Region};
+use super::workspace::{repacked_ld, w_parts, Region};
+use super::weight::WeightForm;
 use crate::device::DeviceInfo;
 use crate::error::Error;
 use crate::kernels::catalogue::{Family, KERNEL_COUNT};
@@ -37,7 +38,7 @@ fn device() -> impl Strategy<Value = Dev> {
         Just(fixed(A100)),
         Just(fixed(RTX4090)),
         // H200 with any number of clusters (0: the cluster kernels cannot run) and any CTAs per SM.
-        (0u32..=66, proptest::array::uniform20(1u32..=4)).prop_map(|(clusters, ctas)| {
+        (0u32..=66, proptest::array::uniform32(1u32..=4)).prop_map(|(clusters, ctas)| {
             let mut occ = Occupancy { max_active_clusters: clusters, ..Occupancy::NONE };
             occ.ctas_per_sm.copy_from_slice(&ctas[..KERNEL_COUNT]);
             Dev { info: H200, occ }
@@ -46,7 +47,13 @@ fn device() -> impl Strategy<Value = Dev> {
 }
 
 fn precision() -> impl Strategy<Value = Precision> {
-    prop_oneof![Just(Precision::Tf32), Just(Precision::Tf32Truncated)]
+    prop_oneof![Just(Precision::Tf32), Just(Precision::Tf32Truncated), Just(Precision::Tf32x3)]
+}
+
+/// A prepared weight's form: any, not only the one `prepare_weight` makes for the policy's
+/// precision (dispatch must stay sound whatever it is given).
+fn weight_form() -> impl Strategy<Value = WeightForm> {
+    prop_oneof![Just(WeightForm::Raw), Just(WeightForm::Rounded), Just(WeightForm::Split)]
 }
 
 fn dispatch() -> impl Strategy<Value = Dispatch> {
@@ -118,7 +125,7 @@ fn case() -> impl Strategy<Value = Case> {
         precision(),
         (nonempty_dim(), nonempty_dim(), dim()),
         (addr(), addr(), 0usize..=8, 0usize..=8),
-        prop_oneof![Just(None), precision().prop_map(Some)],
+        prop_oneof![Just(None), weight_form().prop_map(Some)],
         ws(),
         any::<bool>(),
     )
@@ -128,7 +135,9 @@ fn case() -> impl Strategy<Value = Case> {
             let (k, xa, wa, xpad, wpad) = if tidy { (k / 4 * 4, xa & !15, wa & !15, xpad / 4 * 4, wpad / 4 * 4) } else { (k, xa, wa, xpad, wpad) };
             let policy = Policy { dispatch, precision };
             let shape = Shape { m, n, k };
-            let call = Call { shape, x: Strided { addr: xa, ld: k + xpad }, w: Strided { addr: wa, ld: k + wpad }, w_prepared, workspace: usize::MAX };
+            // A prepared weight always has rows of whole 128-byte lines (prepare_weight).
+            let w = if w_prepared.is_some() { Strided { addr: wa & !127, ld: repacked_ld(k) } } else { Strided { addr: wa, ld: k + wpad } };
+            let call = Call { shape, x: Strided { addr: xa, ld: k + xpad }, w, w_prepared, workspace: usize::MAX };
             Case { dev, policy, call, ws }
         })
 }
@@ -187,7 +196,8 @@ fn check_plan(c: &Case) -> Result<(), TestCaseError> {
         prop_assert_eq!(Some(x.len), s.m.checked_mul(ld));
     }
     if let Some(w) = l.w {
-        prop_assert_eq!(Some(w.len), s.n.checked_mul(ld));
+        // Both parts for a kernel that reads W split.
+        prop_assert_eq!(Some(w.len), s.n.checked_mul(ld).and_then(|l| l.checked_mul(w_parts(k))));
     }
     let sk = plan.stream_k_tiles > 0;
     prop_assert_eq!(sk, plan.stream_k_ctas > 0);
@@ -230,20 +240,32 @@ fn check_plan(c: &Case) -> Result<(), TestCaseError> {
     }
     if k.needs_aligned_rows() {
         prop_assert!(x_ok || plan.repack_x, "unaligned X not repacked");
-        prop_assert!(w_ok || plan.repack_w, "unaligned W not repacked");
+        // (TMA reads a prepared weight's rows as they are, whatever K.)
+        let w_prepared_for_tma = call.w_prepared.is_some() && k.family() == Family::TmaWgmma;
+        prop_assert!(w_ok || w_prepared_for_tma || plan.repack_w, "unaligned W not repacked");
     } else {
         prop_assert!(!plan.repack_x && !plan.repack_w, "a scalar-load kernel with a repack");
     }
     if k.needs_rounded_w() {
-        prop_assert!(plan.repack_w || call.w_prepared == Some(Precision::Tf32), "W not rounded for a kernel that reads it rounded");
+        prop_assert!(plan.repack_w || matches!(call.w_prepared, Some(WeightForm::Rounded | WeightForm::Split)), "W not rounded for a kernel that reads it rounded");
+    }
+    if k.needs_split_w() {
+        prop_assert!(plan.repack_w || call.w_prepared == Some(WeightForm::Split), "W not split for a kernel that reads it split");
     }
     if plan.repack_x || plan.repack_w {
         prop_assert!(s.k > 0);
     }
 
-    // 4. Auto gives the rounding asked for when it is Tf32.
-    if policy.dispatch == Dispatch::Auto && policy.precision == Precision::Tf32 {
-        prop_assert_eq!(plan.precision, Precision::Tf32);
+    // 4. Auto gives the precision asked for when it is Tf32 or Tf32x3, given W as the caller has
+    // it or as prepare_weight prepares it for that precision on this device.
+    let consistent = match (policy.precision, call.w_prepared) {
+        (_, None) => true,
+        (Precision::Tf32, Some(f)) => f == WeightForm::Rounded,
+        (Precision::Tf32x3, Some(f)) => f == if dev.info.is_hopper() { WeightForm::Split } else { WeightForm::Raw },
+        (_, Some(f)) => f == WeightForm::Raw,
+    };
+    if policy.dispatch == Dispatch::Auto && policy.precision != Precision::Tf32Truncated && consistent {
+        prop_assert_eq!(plan.precision, policy.precision);
     }
 
     // 5. The plan fits exactly in what it says it needs: same plan again.

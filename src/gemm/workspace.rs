@@ -25,7 +25,8 @@ impl Region {
 pub(crate) struct WorkspaceLayout {
     /// X repacked: M rows of [`repacked_ld`]`(K)` elements.
     pub x: Option<Region>,
-    /// W repacked: N rows of [`repacked_ld`]`(K)` elements.
+    /// W repacked: N rows of [`repacked_ld`]`(K)` elements (twice that, split, for a kernel
+    /// that reads W split).
     pub w: Option<Region>,
     /// One partial tile per stream-K CTA (cluster).
     pub partials: Option<Region>,
@@ -45,7 +46,7 @@ impl WorkspaceLayout {
         };
         let ld = repacked_ld(s.k);
         let x = repack_x.then(|| take(s.m * ld));
-        let w = repack_w.then(|| take(s.n * ld));
+        let w = repack_w.then(|| take(w_parts(kernel) * s.n * ld));
         let partials = stream_k.map(|sk| take(sk.ctas as usize * partial_tile_len(kernel)));
         let counters = stream_k.map(|sk| take(sk.counters(kernel)));
         Self { x, w, partials, counters, len: next }
@@ -59,10 +60,20 @@ pub(crate) fn repacked_ld(k: usize) -> usize {
     k.next_multiple_of(32)
 }
 
-/// f32 elements that repacking X (when `x`) and W (when `w`) of shape `s` take.
-pub(crate) fn repack_len(s: Shape, x: bool, w: bool) -> usize {
+/// Matrices a repack of W writes for `kernel`: 2 (big and small parts) for the kernels that
+/// read W split, else 1.
+pub(crate) fn w_parts(kernel: Kernel) -> usize {
+    if kernel.needs_split_w() {
+        2
+    } else {
+        1
+    }
+}
+
+/// f32 elements that repacking X (when `x`) and W (when `w`) of shape `s` take for `kernel`.
+pub(crate) fn repack_len(s: Shape, x: bool, w: bool, kernel: Kernel) -> usize {
     let ld = repacked_ld(s.k);
-    (x as usize) * s.m * ld + (w as usize) * s.n * ld
+    (x as usize) * s.m * ld + (w as usize) * w_parts(kernel) * s.n * ld
 }
 
 #[cfg(test)]
@@ -80,7 +91,12 @@ mod tests {
         assert_eq!(l.w, Some(Region { offset: 64 * ld, len: 3000 * ld }));
         assert_eq!(l.partials, Some(Region { offset: 3064 * ld, len: 94 * 64 * 64 }));
         assert_eq!(l.counters, Some(Region { offset: 3064 * ld + 94 * 64 * 64, len: 47 + 1 }));
-        assert_eq!(l.len, repack_len(s, true, true) + sk.len(k));
+        assert_eq!(l.len, repack_len(s, true, true, k) + sk.len(k));
+        // A kernel that reads W split takes both parts.
+        let x3 = Kernel::Sm90Pingpong64x128Tf32x3;
+        let l = WorkspaceLayout::new(s, true, true, x3, None);
+        assert_eq!((l.w, l.len), (Some(Region { offset: 64 * ld, len: 2 * 3000 * ld }), repack_len(s, true, true, x3)));
+        assert_eq!(l.len, (64 + 2 * 3000) * ld);
         // Only W repacked, no stream-K: W starts at 0.
         let l = WorkspaceLayout::new(s, false, true, k, None);
         assert_eq!((l.x, l.w, l.partials, l.counters, l.len), (None, Some(Region { offset: 0, len: 3000 * ld }), None, None, 3000 * ld));

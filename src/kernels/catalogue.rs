@@ -177,6 +177,11 @@ kernel_table! {
     Sm80Mma64x64Vec4 => mma("ge_sm80_mma_64x64x32_s4_vec4", [GE_SM80_MMA_64X64_TILE_M, GE_SM80_MMA_64X64_TILE_N, GE_SM80_MMA_64X64_TILE_K, GE_SM80_MMA_64X64_STAGES, GE_SM80_MMA_64X64_THREADS, GE_SM80_MMA_64X64_SMEM_BYTES], Access::AlignedRows, Precision::Tf32);
     /// [`Kernel::Sm80Mma64x64Vec4`] with 4-byte loads: small problems of any shape.
     Sm80Mma64x64Scalar => mma("ge_sm80_mma_64x64x32_s4_scalar", [GE_SM80_MMA_64X64_TILE_M, GE_SM80_MMA_64X64_TILE_N, GE_SM80_MMA_64X64_TILE_K, GE_SM80_MMA_64X64_STAGES, GE_SM80_MMA_64X64_THREADS, GE_SM80_MMA_64X64_SMEM_BYTES], Access::Scalar, Precision::Tf32);
+    /// [`Kernel::Sm80Mma64x64Vec4`] in [`Precision::Tf32x3`]: both operands split into big and
+    /// small TF32 parts in registers, three `mma.sync` per product. Any W (it splits W itself).
+    Sm80Mma64x64Vec4Tf32x3 => mma("ge_sm80_mma_64x64x32_s4_vec4_x3", [GE_SM80_MMA_64X64_TILE_M, GE_SM80_MMA_64X64_TILE_N, GE_SM80_MMA_64X64_TILE_K, GE_SM80_MMA_64X64_STAGES, GE_SM80_MMA_64X64_THREADS, GE_SM80_MMA_64X64_SMEM_BYTES], Access::AlignedRows, Precision::Tf32x3);
+    /// [`Kernel::Sm80Mma64x64Vec4Tf32x3`] with 4-byte loads: any shape and alignment.
+    Sm80Mma64x64ScalarTf32x3 => mma("ge_sm80_mma_64x64x32_s4_scalar_x3", [GE_SM80_MMA_64X64_TILE_M, GE_SM80_MMA_64X64_TILE_N, GE_SM80_MMA_64X64_TILE_K, GE_SM80_MMA_64X64_STAGES, GE_SM80_MMA_64X64_THREADS, GE_SM80_MMA_64X64_SMEM_BYTES], Access::Scalar, Precision::Tf32x3);
     /// TMA + wgmma ping-pong, 128×128×32 tile per consumer warpgroup, 6 stages, persistent
     /// (sm_90); X rounded to nearest in registers, W read rounded ([`Kernel::needs_rounded_w`]).
     /// Auto's TMA kernel between one wave of [`Kernel::Sm90Pingpong64x128`]'s tiles and 3 waves
@@ -215,6 +220,16 @@ kernel_table! {
     Sm90Cooperative128x256Cluster2 => wgmma("ge_sm90_cooperative_128x256x32_s4_cluster2", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], GE_SM90_CLUSTER_M, Precision::Tf32);
     /// [`Kernel::Sm90Cooperative128x256Cluster2`], truncating.
     Sm90Cooperative128x256Cluster2Trunc => wgmma("ge_sm90_cooperative_128x256x32_s4_cluster2_trunc", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], GE_SM90_CLUSTER_M, Precision::Tf32Truncated);
+    /// TMA + wgmma ping-pong in [`Precision::Tf32x3`], 128×128×32 tiles, 4 stages (each holds X
+    /// and W's two parts): X split into big and small TF32 parts in registers, three wgmmas per
+    /// k-step; W read already split ([`Kernel::needs_split_w`]). Auto's Tf32x3 kernel on sm_90
+    /// beyond one wave of [`Kernel::Sm90Pingpong64x128Tf32x3`]'s tiles.
+    Sm90Pingpong128x128Tf32x3 => wgmma("ge_sm90_pingpong_128x128x32_s4_x3", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_X3_TILE_M, GE_SM90_PINGPONG_128X128_X3_TILE_N, GE_SM90_PINGPONG_128X128_X3_TILE_K, GE_SM90_PINGPONG_128X128_X3_STAGES, GE_SM90_PINGPONG_128X128_X3_THREADS, GE_SM90_PINGPONG_128X128_X3_SMEM_BYTES], 1, Precision::Tf32x3);
+    /// [`Kernel::Sm90Pingpong128x128Tf32x3`] in clusters of 2 along M, each CTA multicasting half
+    /// of both W tiles.
+    Sm90Pingpong128x128Cluster2Tf32x3 => wgmma("ge_sm90_pingpong_128x128x32_s4_cluster2_x3", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_X3_TILE_M, GE_SM90_PINGPONG_128X128_X3_TILE_N, GE_SM90_PINGPONG_128X128_X3_TILE_K, GE_SM90_PINGPONG_128X128_X3_STAGES, GE_SM90_PINGPONG_128X128_X3_THREADS, GE_SM90_PINGPONG_128X128_X3_SMEM_BYTES], GE_SM90_CLUSTER_M, Precision::Tf32x3);
+    /// [`Kernel::Sm90Pingpong128x128Tf32x3`] with 64×128×32 tiles: small M.
+    Sm90Pingpong64x128Tf32x3 => wgmma("ge_sm90_pingpong_64x128x32_s4_x3", Schedule::Pingpong, [GE_SM90_PINGPONG_64X128_X3_TILE_M, GE_SM90_PINGPONG_64X128_X3_TILE_N, GE_SM90_PINGPONG_64X128_X3_TILE_K, GE_SM90_PINGPONG_64X128_X3_STAGES, GE_SM90_PINGPONG_64X128_X3_THREADS, GE_SM90_PINGPONG_64X128_X3_SMEM_BYTES], 1, Precision::Tf32x3);
 }
 
 impl Kernel {
@@ -281,6 +296,15 @@ impl Kernel {
         matches!((s.family, s.precision), (Family::TmaWgmma, Precision::Tf32))
     }
 
+    /// Whether the kernel reads W already split into 3xTF32's big and small parts (the sm_90
+    /// kernels of [`Precision::Tf32x3`]: wgmma splits only X, which it takes from registers). A
+    /// call runs such a kernel only with W split before: a prepared weight, or W split into the
+    /// workspace.
+    pub const fn needs_split_w(self) -> bool {
+        let s = self.spec();
+        matches!((s.family, s.precision), (Family::TmaWgmma, Precision::Tf32x3))
+    }
+
     /// Whether the kernel reads operand rows 16 bytes at a time (or through TMA): it then needs
     /// K % 4 == 0, 16-byte-aligned `x` and `w` and leading dimensions that are multiples of 4,
     /// or a workspace to repack the operands into.
@@ -319,8 +343,10 @@ mod tests {
         if s.cluster_m > 1 {
             name += &format!("_cluster{}", s.cluster_m);
         }
-        if s.precision == Precision::Tf32Truncated {
-            name += "_trunc";
+        match s.precision {
+            Precision::Tf32Truncated => name += "_trunc",
+            Precision::Tf32x3 => name += "_x3",
+            _ => {}
         }
         name
     }
@@ -335,6 +361,7 @@ mod tests {
             assert!(variant.contains(&format!("{m}x{n}")), "{variant}");
             assert_eq!(variant.contains("Cluster2"), k.cluster_m() == 2, "{variant}");
             assert_eq!(variant.ends_with("Trunc"), k.precision() == Precision::Tf32Truncated, "{variant}");
+            assert_eq!(variant.ends_with("Tf32x3"), k.precision() == Precision::Tf32x3, "{variant}");
         }
         let mut names: Vec<_> = Kernel::ALL.iter().map(|k| k.name()).collect();
         names.sort_unstable();

@@ -18,6 +18,18 @@ use crate::sys::GeElementwiseParams;
 /// The elementwise pass's symbol (`csrc/elementwise/bias_scale_residual.cuh`).
 const ELEMENTWISE: &str = "ge_elementwise_bias_scale_residual";
 
+/// cuBLAS's compute types the testbed times (`cublasGemmEx`'s `computeType`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CublasCompute {
+    /// `CUBLAS_COMPUTE_32F_FAST_TF32`: one TF32 product (the baseline of [`crate::Precision::Tf32`]).
+    Tf32,
+    /// `CUBLAS_COMPUTE_32F`: fp32 products on the CUDA cores, cuBLAS's only FP32-accurate path on sm_90.
+    Fp32,
+    /// `CUBLAS_COMPUTE_32F_EMULATED_16BFX9`: fp32 emulated with nine BF16 products on the GPUs
+    /// that support it; accepted on sm_90, where it runs as plain fp32 (docs/BENCHMARKS.md).
+    Bf16x9,
+}
+
 /// cuBLAS TF32 GEMM + our elementwise epilogue, on one stream.
 #[derive(Debug)]
 pub struct CublasBaseline {
@@ -43,6 +55,12 @@ impl CublasBaseline {
 
     /// `out = x·wᵀ` with cuBLAS TF32 tensor cores (no bias, no epilogue): the ceiling to beat.
     pub fn gemm(&self, x: &MatrixRef<'_>, w: &MatrixRef<'_>, out: &mut MatrixMut<'_>) -> Result<()> {
+        self.gemm_as(CublasCompute::Tf32, x, w, out)
+    }
+
+    /// [`CublasBaseline::gemm`] in another of cuBLAS's compute types (the baselines of
+    /// [`crate::Precision::Tf32x3`]).
+    pub fn gemm_as(&self, compute: CublasCompute, x: &MatrixRef<'_>, w: &MatrixRef<'_>, out: &mut MatrixMut<'_>) -> Result<()> {
         let shape = self.gemm.validate(x, w, None, out)?;
         if shape.m == 0 || shape.n == 0 {
             return Ok(());
@@ -79,7 +97,11 @@ impl CublasBaseline {
                 o_ptr as *mut _,
                 blas::cudaDataType::CUDA_R_32F,
                 ldo,
-                blas::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+                match compute {
+                    CublasCompute::Tf32 => blas::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+                    CublasCompute::Fp32 => blas::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                    CublasCompute::Bf16x9 => blas::cublasComputeType_t::CUBLAS_COMPUTE_32F_EMULATED_16BFX9,
+                },
                 blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
             )
         }?;

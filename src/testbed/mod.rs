@@ -14,7 +14,7 @@ pub mod timing;
 
 use std::fmt;
 
-pub use cublas::CublasBaseline;
+pub use cublas::{CublasBaseline, CublasCompute};
 pub use cublaslt::{CublasLtLinear, CublasLtPlan};
 
 /// What a testbed call can fail with: the crate's own errors, and those of the libraries it

@@ -40,11 +40,14 @@
 
 use gemm_epilogue::{Plan, Precision};
 
-/// Unit roundoff of the TF32 operands a plan's kernel saw (see the module docs).
+/// Unit roundoff of the TF32 operands a plan's kernel saw (see the module docs). Tf32x3: each
+/// operand is big + small with |a − big − small| ≤ 2⁻¹¹·|a − big| ≤ 2⁻²²|a|, and the omitted
+/// small·small is ≤ 2⁻²²|ab|: per product ≤ 3·2⁻²² = 2·(1.5·2⁻²²), so u = 1.5·2⁻²².
 pub fn unit_roundoff(plan: &Plan) -> f64 {
     match plan.precision {
         Precision::Tf32 => 2f64.powi(-11),
         Precision::Tf32Truncated => 2f64.powi(-10),
+        Precision::Tf32x3 => 1.5 * 2f64.powi(-22),
         r => panic!("no error bound for operands converted by {r:?}"),
     }
 }
@@ -66,6 +69,7 @@ pub enum Norm {
 pub fn norm_tol(plan: &Plan) -> f64 {
     match plan.precision {
         Precision::Tf32 => NORM_TOL,
+        Precision::Tf32x3 => NORM_TOL_TF32X3,
         Precision::Tf32Truncated => 2.0 * NORM_TOL,
         r => panic!("no error bound for operands converted by {r:?}"),
     }
@@ -74,7 +78,7 @@ pub fn norm_tol(plan: &Plan) -> f64 {
 /// See [`norm_tol`].
 pub fn norm(plan: &Plan) -> Norm {
     match plan.precision {
-        Precision::Tf32 => Norm::Value,
+        Precision::Tf32 | Precision::Tf32x3 => Norm::Value,
         Precision::Tf32Truncated => Norm::Magnitude,
         r => panic!("no error bound for operands converted by {r:?}"),
     }
@@ -85,6 +89,10 @@ pub const U_CUBLAS: f64 = 1.0 / 1024.0;
 pub const ABS_SLACK: f64 = 7.52e-37; // 2^-120
 /// ‖out − ref‖ / ‖ref‖ limit (fused vs f64) for round-to-nearest operands.
 pub const NORM_TOL: f64 = 1e-3;
+/// ‖out − ref‖ / ‖ref‖ limit for Tf32x3: an fp32 GEMM's error (accumulation of ~√K units of
+/// 2⁻²⁴ relative for this data: ~4e-6 at K = 4096), a twelfth of what one TF32 product gives
+/// (2.6e-4), so a kernel that dropped the small parts fails it.
+pub const NORM_TOL_TF32X3: f64 = 2e-5;
 /// ‖fused − cublas‖ / ‖cublas‖ limit.
 pub const NORM_TOL_CUBLAS: f64 = 2e-3;
 /// Fewest checked elements for the normalised checks to be meaningful.

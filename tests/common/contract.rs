@@ -41,9 +41,36 @@ pub fn specified_to_accept(g: &Gpu, case: &Case, kernel: Kernel) -> bool {
     }
     let tma = kernel.family() == Family::TmaWgmma;
     let room_to_repack = case.workspace && case.k > 0;
-    let rows_ok = !kernel.needs_aligned_rows() || case.rows_aligned() || room_to_repack;
-    let w_ok = !kernel.needs_rounded_w() || case.prepared_w || room_to_repack;
-    runs_here && !(tma && case.k == 0) && rows_ok && w_ok
+    let form = w_form(g, case);
+    // TMA reads a prepared W's 128-byte rows whatever K.
+    let w_rows_ok = case.w_rows_aligned() || (tma && case.prepared_w);
+    let rows_ok = !kernel.needs_aligned_rows() || (case.x_rows_aligned() && w_rows_ok) || room_to_repack;
+    let w_ok = if kernel.needs_split_w() {
+        form == WForm::Split || room_to_repack
+    } else {
+        !kernel.needs_rounded_w() || form != WForm::Raw || room_to_repack
+    };
+    // The mma.sync Tf32x3 kernels split a raw W themselves; a split weight is not one.
+    let split_ok = !(kernel.precision() == Precision::Tf32x3 && !kernel.needs_split_w() && form == WForm::Split);
+    runs_here && !(tma && case.k == 0) && rows_ok && w_ok && split_ok
+}
+
+/// The form of W's values in a case: as the caller has it, or as `prepare_weight` makes it for
+/// the case's precision on this device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WForm {
+    Raw,
+    Rounded,
+    Split,
+}
+
+pub fn w_form(g: &Gpu, case: &Case) -> WForm {
+    match (case.prepared_w, case.effective_precision(&g.gemm)) {
+        (false, _) => WForm::Raw,
+        (true, Precision::Tf32) => WForm::Rounded,
+        (true, Precision::Tf32x3) if g.is_hopper() => WForm::Split,
+        (true, _) => WForm::Raw,
+    }
 }
 
 /// Whether [`specified_to_accept`] refuses `case` only because `kernel` needs W rounded and gets
@@ -150,22 +177,44 @@ pub fn assert_plan_keeps_the_contract(g: &Gpu, case: &Case, p: &Plan) {
         assert!(!p.repack_x && !p.repack_w, "repacked without a workspace: {ctx}");
         assert_eq!((p.stream_k_tiles, p.stream_k_ctas), (0, 0), "stream-K without a workspace: {ctx}");
     }
-    // Repacks: unaligned rows for a kernel that reads 16-byte rows, and a raw W for a kernel that
-    // reads W rounded; nothing else.
+    let form = w_form(g, case);
+    // Repacks: unaligned rows for a kernel that reads 16-byte rows (TMA reads a prepared W's
+    // 128-byte rows whatever K), a W not rounded for a kernel that reads W rounded, a W not split
+    // for one that reads it split; nothing else.
+    let w_aligned = case.w_rows_aligned() || (case.prepared_w && k.family() == Family::TmaWgmma);
+    let w_ready = if k.needs_split_w() { form == WForm::Split } else { !k.needs_rounded_w() || form != WForm::Raw };
     let repack_x = k.needs_aligned_rows() && !case.x_rows_aligned();
-    let repack_w = (k.needs_aligned_rows() && !case.w_rows_aligned()) || (k.needs_rounded_w() && !case.prepared_w);
+    let repack_w = (k.needs_aligned_rows() && !w_aligned) || !w_ready;
     assert_eq!(p.repack_x, repack_x, "X is repacked iff the kernel needs aligned rows and X's are not: {ctx}");
     assert_eq!(
         p.repack_w,
         repack_w,
-        "W is repacked iff the kernel needs aligned rows and W's are not, or it reads W rounded and W is not prepared: {ctx}"
+        "W is repacked iff the kernel needs aligned rows and W's are not, or it reads W rounded (split) and W is not: {ctx}"
     );
-    // Rounding: Nearest iff both operands were rounded, by the kernel or before it.
-    let nearest = k.precision() == Precision::Tf32;
-    let x_rounded = nearest || p.repack_x;
-    let w_rounded = (nearest && !k.needs_rounded_w()) || p.repack_w || (case.prepared_w && asked == Precision::Tf32);
-    let precision = if x_rounded && w_rounded { Precision::Tf32 } else { Precision::Tf32Truncated };
-    assert_eq!(p.precision, precision, "rounding (X rounded {x_rounded}, W rounded {w_rounded}) of {ctx}");
+    // Precision: the weaker of X's and W's. X: split or rounded by the Tf32x3 and Tf32 kernels,
+    // else rounded by a repack or truncated. W: a rounded W (or a split W's big parts, which is
+    // all a kernel that does not read W split sees) stays rounded; a raw one is split by the
+    // Tf32x3 kernels, rounded by the Tf32 ones or a repack, else truncated.
+    let kp = k.precision();
+    let x = match kp {
+        Precision::Tf32x3 | Precision::Tf32 => kp,
+        _ if p.repack_x => Precision::Tf32,
+        _ => Precision::Tf32Truncated,
+    };
+    let w = if form == WForm::Split && k.needs_split_w() && !p.repack_w {
+        Precision::Tf32x3
+    } else if form != WForm::Raw {
+        Precision::Tf32
+    } else if kp == Precision::Tf32x3 {
+        Precision::Tf32x3
+    } else if kp == Precision::Tf32 || p.repack_w {
+        Precision::Tf32
+    } else {
+        Precision::Tf32Truncated
+    };
+    let rank = |p: Precision| [Precision::Tf32Truncated, Precision::Tf32, Precision::Tf32x3].iter().position(|q| *q == p).unwrap();
+    let precision = if rank(x) <= rank(w) { x } else { w };
+    assert_eq!(p.precision, precision, "precision (X {x:?}, W {w:?}) of {ctx}");
     // TMA store: a TMA kernel and an output with 16-byte rows at 16-byte-aligned addresses.
     let out_rows_aligned = case.off_o % 4 == 0 && case.n % 4 == 0 && case.ldo() % 4 == 0;
     assert_eq!(p.tma_store, k.family() == Family::TmaWgmma && out_rows_aligned, "TMA store of {ctx}");
@@ -173,8 +222,8 @@ pub fn assert_plan_keeps_the_contract(g: &Gpu, case: &Case, p: &Plan) {
     match case.dispatch {
         Dispatch::Force(forced) => assert_eq!(k, forced, "forced {forced:?} but {ctx}"),
         Dispatch::Auto => {
-            if asked == Precision::Tf32 {
-                assert_eq!(p.precision, Precision::Tf32, "Auto asked to round to nearest: {ctx}");
+            if asked != Precision::Tf32Truncated {
+                assert_eq!(p.precision, asked, "Auto delivers the precision asked for: {ctx}");
             }
             if case.rows_aligned() {
                 assert!(k.needs_aligned_rows(), "Auto fell back to 4-byte loads on aligned rows: {ctx}");
