@@ -30,7 +30,8 @@
 //!
 //! Run: `cargo bench --bench fused_vs_cublas` (all shapes, ~3–4 min on an H200), or with a filter:
 //! `cargo bench --bench fused_vs_cublas -- reference` (a shape is run, criterion and interleaved
-//! parts, when the filter is a substring of one of its benchmark ids `group/function`).
+//! parts, when the filter is a substring of one of its benchmark ids `group/function`; a filter
+//! matching none, such as `sweep`, runs nothing).
 //! `GEMM_EPILOGUE_ROUNDS=n` changes the interleaved rounds (default 30).
 //!
 //! Shapes of at least 0.3 ms per call get a second interleaved measurement with **sustained**
@@ -497,98 +498,28 @@ fn append_markdown(text: &str) {
     }
 }
 
-fn run_header(device: &str) -> String {
-    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    // Run from .gpu/ (built by ../shared/gpu/pack): what the packer recorded, since the GPU host's
-    // copy of .git may lag behind the tree it was given. Under cargo: the checkout's.
-    let from_pack = std::env::current_exe().is_ok_and(|p| p.components().any(|c| c.as_os_str() == ".gpu"));
-    let git = |args: &[&str]| {
-        let out = if from_pack { None } else { std::process::Command::new("git").args(args).output().ok() };
-        out.filter(|o| o.status.success()).map(|o| o.stdout)
-    };
-    let packed = |file: &str| std::fs::read_to_string(format!(".gpu/{file}")).ok();
-    let commit = git(&["rev-parse", "--short", "HEAD"])
-        .map(|o| String::from_utf8_lossy(&o).trim().to_string())
-        .or_else(|| packed("commit").map(|c| c.trim().to_string()))
-        .unwrap_or_else(|| "unknown".into());
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
-        .map(|o| !o.is_empty())
-        .or_else(|| packed("dirty").map(|d| !d.trim().is_empty()))
-        .unwrap_or(false);
-    format!(
-        "\n## fused_vs_cublas interleaved run, {} UTC, commit {commit}{}, {device}\n",
-        utc(secs),
-        if dirty { " (+ uncommitted changes)" } else { "" }
-    )
-}
-
-/// `YYYY-MM-DD HH:MM:SS` from Unix seconds (Howard Hinnant's civil-from-days).
-fn utc(secs: u64) -> String {
-    let (days, rem) = ((secs / 86400) as i64, secs % 86400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(mo <= 2);
-    format!("{y:04}-{mo:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
-}
-
 // ---------------------------------------------------------------------------------------------
 // Command line: criterion parses its own flags; we only need the filter and the mode.
 
-/// Criterion's options that take a value (criterion 0.7).
-const VALUE_OPTIONS: &[&str] = &[
-    "--color", "-c", "--save-baseline", "-s", "--baseline", "-b", "--baseline-lenient", "--format", "--profile-time",
-    "--load-baseline", "--sample-size", "--warm-up-time", "--measurement-time", "--nresamples", "--noise-threshold",
-    "--confidence-level", "--significance-level", "--plotting-backend", "--output-format",
-];
-
-struct Args {
-    filter: Option<String>,
-    bench_mode: bool,
-    list: bool,
-}
-
-fn parse_args() -> Args {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut filter = None;
-    let mut i = 0;
-    while i < args.len() {
-        let a = &args[i];
-        if a.starts_with('-') {
-            if VALUE_OPTIONS.contains(&a.as_str()) {
-                i += 1;
-            }
-        } else if filter.is_none() {
-            filter = Some(a.clone());
-        }
-        i += 1;
-    }
-    Args { filter, bench_mode: args.iter().any(|a| a == "--bench"), list: args.iter().any(|a| a == "--list") }
-}
-
-fn selected(filter: &Option<String>, group: &str) -> bool {
-    match filter {
-        None => true,
-        Some(f) => variants(group).iter().any(|v| format!("{group}/{}", v.function()).contains(f.as_str())),
-    }
+fn selected(args: &common::args::Args, group: &str) -> bool {
+    variants(group).iter().any(|v| args.selects(&format!("{group}/{}", v.function())))
 }
 
 // ---------------------------------------------------------------------------------------------
 
 
 fn main() {
-    let args = parse_args();
+    let args = common::args::parse();
     if args.list {
         for (group, ..) in SHAPES {
             for v in variants(group) {
                 println!("{group}/{}: benchmark", v.function());
             }
         }
+        return;
+    }
+    if !SHAPES.iter().any(|(group, ..)| selected(&args, group)) {
+        println!("fused_vs_cublas: no benchmark id matches the filter {:?}", args.filter);
         return;
     }
     let ctx = match cuda_context(0) {
@@ -617,7 +548,7 @@ fn main() {
 
     let mut header_written = false;
     for &(group_name, m, n, k) in SHAPES {
-        if !selected(&args.filter, group_name) {
+        if !selected(&args, group_name) {
             continue;
         }
         let mut case = Case::new(&ctx, &stream, &gemm, &blas, &lt, (m, n, k), variants(group_name))
@@ -659,7 +590,7 @@ fn main() {
             }
             println!("{text}");
             if !header_written {
-                append_markdown(&run_header(&device));
+                append_markdown(&common::run_info::header("fused_vs_cublas interleaved run", &device));
                 header_written = true;
             }
             append_markdown(&text);

@@ -7,7 +7,9 @@
 //! is dead code. 8 warps per block, 1 to 4 blocks per SM, CUDA-event timing, median of 7 launches.
 //! One `m16n8k8` is 2·16·8·8 = 2048 FLOP per warp.
 //!
-//! Run: `cargo bench --bench mma_sync_ceiling` (`-- --print-ptx` prints the kernel and exits). Without a GPU it prints `skipped: <reason>` and
+//! Run: `cargo bench --bench mma_sync_ceiling` (`-- --print-ptx` prints the kernel and exits; a
+//! filter that is not a substring of `mma_sync_ceiling` skips it, so that `.gpu/run bench
+//! FILTER` runs only the bench it names). Without a GPU it prints `skipped: <reason>` and
 //! exits 0, unless `GEMM_EPILOGUE_REQUIRE_GPU=1`, then it exits 1. Clocks under load vary (see
 //! docs/BENCHMARKS.md): quote the result with the date and, if you can, the SM clock.
 
@@ -70,6 +72,12 @@ fn main() {
         println!("mma_sync_ceiling: benchmark");
         return;
     }
+    // `.gpu/run bench FILTER` passes the filter to every bench: run only when it names this one.
+    let args = common::args::parse();
+    if !args.selects("mma_sync_ceiling") {
+        println!("mma_sync_ceiling: not selected by the filter {:?}", args.filter);
+        return;
+    }
     let ctx = match cuda_context(0) {
         Ok(ctx) => ctx,
         Err(e) => return skip_or_fail(format!("no CUDA device: {e}")),
@@ -86,7 +94,7 @@ fn main() {
     println!("device: {name} (sm_{major}{minor}, {sms} SMs); {WARPS_PER_BLOCK} warps/block, {CHAINS} chains × {UNROLL} unrolled mma.sync per iteration");
     println!("| blocks/SM | warps/SM | iters | median ms | TFLOP/s |\n|---:|---:|---:|---:|---:|");
     // Test mode (`cargo test --benches`): one tiny launch only.
-    let test_mode = !std::env::args().any(|a| a == "--bench");
+    let test_mode = !args.bench_mode;
     for blocks_per_sm in 1..=4u32 {
         let grid = sms * blocks_per_sm;
         let threads = WARPS_PER_BLOCK * 32;

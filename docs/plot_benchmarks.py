@@ -1,13 +1,19 @@
 #!/usr/bin/env python3
-"""Draws docs/benchmarks.svg from the interleaved tables the bench appends to target/interleaved.md.
+"""Draws the charts of docs/BENCHMARKS.md from the benches' markdown output. No dependencies: plain SVG.
 
     python3 docs/plot_benchmarks.py docs/data/interleaved-*.md > docs/benchmarks.svg
+    python3 docs/plot_benchmarks.py --sweep docs/data/sweep-*.md > docs/sweep.svg
 
-For each shape (a later file wins over an earlier one), one group of bars: each variant's median
-time relative to cuBLAS's TF32 GEMM alone (lower is faster; 1.0 is the ceiling to beat), from the
-one-call tables (the bench's second, sustained-sample tables are skipped).
-No dependencies: plain SVG.
+Bars (fused_vs_cublas, target/interleaved.md): for each shape (a later file wins over an earlier
+one), one group of bars: each variant's median time relative to cuBLAS's TF32 GEMM alone (lower is
+faster; 1.0 is the ceiling to beat), from the one-call tables (the bench's second, sustained-sample
+tables are skipped). "ours" is the default handle on the raw W (labelled "ours (fused)…").
+
+Heatmap (--sweep, the sweep bench's report, target/sweep.md): ours / cuBLAS alone over M (rows) ×
+(N, K) (columns), one panel per variant of ours; --variants raw,prepared,truncated picks them
+(default raw,prepared). A later file wins per point.
 """
+import math
 import re
 import sys
 
@@ -35,8 +41,10 @@ def parse(paths):
                 shapes[shape] = {}
                 continue
             m = re.match(r"\| (.+?) \| ([0-9.]+) \| ([0-9.]+) \|", line)
-            if shape and m and m.group(1) in VARIANTS:
-                shapes[shape][m.group(1)] = float(m.group(2))
+            # Since the rounding rows (issue 13) the default is labelled "ours (fused), Nearest (default), raw W".
+            label = m and ("ours (fused)" if m.group(1).startswith("ours (fused)") else m.group(1))
+            if shape and m and label in VARIANTS:
+                shapes[shape][label] = float(m.group(2))
     return [(s, shapes[s]) for s in order if len(shapes[s]) == len(VARIANTS)], meta
 
 
@@ -69,6 +77,103 @@ def svg(rows, meta):
     return "\n".join(out)
 
 
+
+
+# --- Heatmap of the sweep ---------------------------------------------------------------------
+
+# --variants name -> (column of the report's "### Points" table, panel title)
+# (the bench's ratio column: computed before the times were rounded for printing)
+SWEEP_VARIANTS = {
+    "raw": ("raw / alone", "ours (default Tf32, raw W)"),
+    "prepared": ("prepared / alone", "ours (Tf32, prepared W: Linear)"),
+    "truncated": ("truncated / alone", "ours (Tf32Truncated, raw W)"),
+}
+
+
+def parse_sweep(paths):
+    """{(m, n, k): {column: value}}, the run headers, and the (n, k) in order of appearance."""
+    points, meta, layers = {}, [], []
+    for path in paths:
+        columns = None
+        for line in open(path, encoding="utf-8"):
+            m = re.match(r"## sweep run, (.*)", line)
+            if m:
+                meta.append(m.group(1).strip())
+            if line.startswith("### "):
+                columns = None
+            cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else None
+            if cells and cells[:3] == ["M", "N", "K"]:
+                columns = cells
+            elif columns and cells and re.fullmatch(r"[0-9]+", cells[0]):
+                m_, n, k = (int(c) for c in cells[:3])
+                points[(m_, n, k)] = {c: float(v) for c, v in zip(columns[3:], cells[3:]) if re.fullmatch(r"[0-9.]+|nan|NaN", v)}
+                if (n, k) not in layers:
+                    layers.append((n, k))
+    return points, meta, layers
+
+
+def color(r):
+    """Green below 1 (ours faster), red above, white at 1; saturated at 0.5x and 2x (log scale)."""
+    if r is None or not math.isfinite(r) or r <= 0:
+        return "#e9ecef"
+    t = max(-1.0, min(1.0, math.log2(r)))
+    hi = (47, 158, 68) if t < 0 else (224, 49, 49)
+    mix = [round(255 + (c - 255) * abs(t)) for c in hi]
+    return "#%02x%02x%02x" % tuple(mix)
+
+
+def sweep_svg(points, meta, layers, variants):
+    cw, ch, left, top, gap = 78, 20, 84, 64, 36
+    ms = sorted({m for (m, _, _) in points})
+    panel_h = 30 + len(ms) * ch + gap
+    width = max(left + len(layers) * cw + 20, 720)
+    height = top + len(variants) * panel_h + 20
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">']
+    out.append(f'<text x="{left}" y="20" font-size="14">Median time of ours / cuBLAS TF32 GEMM alone, over M × (N, K); green: ours faster</text>')
+    days = sorted({m.split(" ")[0] for m in meta})
+    commits = sorted({m.split("commit ")[1].split(",")[0] for m in meta if "commit " in m})
+    devices = sorted({m.split("commit ", 1)[1].split(", ", 1)[1] for m in meta if "commit " in m and ", " in m.split("commit ", 1)[1]})
+    out.append(f'<text x="{left}" y="36" fill="#555">{", ".join(days)}; commits {", ".join(commits)}; {"; ".join(devices)}</text>')
+    for i, name in enumerate(variants):
+        column, title = SWEEP_VARIANTS[name]
+        y0 = top + i * panel_h
+        ratios = [t[column] for t in points.values() if t.get(column)]
+        geo = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else float("nan")
+        worst = max(ratios) if ratios else float("nan")
+        out.append(f'<text x="{left}" y="{y0}" font-size="12">{title}: geomean {geo:.3f}, worst {worst:.3f}, ahead on {sum(r < 1 for r in ratios)} / {len(ratios)}</text>')
+        for j, (n, k) in enumerate(layers):
+            out.append(f'<text x="{left + j * cw + cw / 2}" y="{y0 + 22}" text-anchor="middle">{n}×{k}</text>')
+        out.append(f'<text x="{left - 6}" y="{y0 + 22}" text-anchor="end" fill="#555">N×K</text>')
+        for r_, m in enumerate(ms):
+            y = y0 + 28 + r_ * ch
+            out.append(f'<text x="{left - 6}" y="{y + 14}" text-anchor="end">M = {m}</text>')
+            for j, (n, k) in enumerate(layers):
+                t = points.get((m, n, k), {})
+                r = t.get(column)
+                label = f"{r:.2f}" if r is not None else "–"
+                tip = f"{m}×{n}×{k}: {r:.3f}× ({t.get('cuBLAS alone', float('nan')):.5f} ms for cuBLAS alone)" if r is not None else f"{m}×{n}×{k}: not measured"
+                out.append(f'<rect x="{left + j * cw}" y="{y}" width="{cw - 1}" height="{ch - 1}" fill="{color(r)}"><title>{tip}</title></rect>')
+                out.append(f'<text x="{left + j * cw + cw / 2}" y="{y + 14}" text-anchor="middle">{label}</text>')
+    y = height - 24
+    for j, r in enumerate([0.5, 0.71, 0.85, 1.0, 1.18, 1.41, 2.0]):
+        out.append(f'<rect x="{left + j * 48}" y="{y}" width="47" height="14" fill="{color(r)}"/>')
+        out.append(f'<text x="{left + j * 48 + 24}" y="{y + 11}" text-anchor="middle">{r:.2f}</text>')
+    out.append(f'<text x="{left + 7 * 48 + 8}" y="{y + 11}">ours / cuBLAS alone (colour on a log scale)</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
 if __name__ == "__main__":
-    rows, meta = parse(sys.argv[1:])
-    print(svg(rows, meta))
+    argv = sys.argv[1:]
+    if argv[:1] == ["--sweep"]:
+        argv, variants = argv[1:], ["raw", "prepared"]
+        if argv[:1] == ["--variants"]:
+            variants, argv = argv[1].split(","), argv[2:]
+        unknown = [v for v in variants if v not in SWEEP_VARIANTS]
+        if unknown or not argv:
+            sys.exit(f"usage: plot_benchmarks.py --sweep [--variants {','.join(SWEEP_VARIANTS)}] FILE...")
+        points, meta, layers = parse_sweep(argv)
+        print(sweep_svg(points, meta, layers, variants))
+    else:
+        rows, meta = parse(argv)
+        print(svg(rows, meta))

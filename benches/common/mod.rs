@@ -1,4 +1,10 @@
-//! Shared by the bench executables.
+//! Shared by the bench executables. Each bench uses a part of it, hence the `allow(dead_code)`
+//! on the modules (an item one bench leaves unused is not dead in another).
+
+#[allow(dead_code)]
+pub mod args;
+#[allow(dead_code)]
+pub mod run_info;
 
 /// Without a GPU a bench prints why and does nothing, unless `GEMM_EPILOGUE_REQUIRE_GPU=1`
 /// (the GPU runner sets it): then a missing GPU is an error.

@@ -1,0 +1,210 @@
+//! One point of the sweep: fresh random operands on the device, the five variants it times,
+//! the plan each of ours runs and its error against the f64 reference.
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use gemm_epilogue::cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+use gemm_epilogue::testbed::reference::{self, HostMatrix, SplitMix64 as Rng};
+use gemm_epilogue::testbed::{self, timing, CublasBaseline};
+use gemm_epilogue::{FusedGemm, MatrixMut, MatrixRef, Plan, PreparedWeight};
+
+use crate::points;
+
+pub const SCALE: f32 = 0.5;
+/// Rows and columns of `out` compared with the f64 reference per variant of ours.
+const CHECK_ROWS: usize = 16;
+const CHECK_COLS: usize = 32;
+/// All variants in turn for this long before a point's samples (after the soak, a point only
+/// has to settle its own clocks and caches).
+const WARM_UP_MS: f64 = 10.0;
+
+/// What each point times, in the order of [`Variant::ALL`] (the report's column order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// `FusedGemm` as it comes (`Precision::Tf32`, `Dispatch::Auto`) on the raw W, with the
+    /// workspace it asks for: what a new user's first call runs.
+    Tf32Raw,
+    /// The same handle with W prepared once (`FusedGemm::prepare_weight`): what `Linear` runs.
+    Tf32Prepared,
+    /// `Precision::Tf32Truncated` (opt-in) on the raw W, with its workspace.
+    Truncated,
+    /// cuBLAS's TF32 GEMM, no bias, no epilogue: the ceiling to beat.
+    CublasAlone,
+    /// cuBLAS's TF32 GEMM and the elementwise pass: what a user gets without this crate.
+    CublasElementwise,
+}
+
+impl Variant {
+    pub const ALL: [Variant; 5] = [Variant::Tf32Raw, Variant::Tf32Prepared, Variant::Truncated, Variant::CublasAlone, Variant::CublasElementwise];
+    pub const OURS: [Variant; 3] = [Variant::Tf32Raw, Variant::Tf32Prepared, Variant::Truncated];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Variant::Tf32Raw => "ours, Tf32 (default), raw W",
+            Variant::Tf32Prepared => "ours, Tf32, prepared W (Linear)",
+            Variant::Truncated => "ours, Tf32Truncated (opt-in), raw W",
+            Variant::CublasAlone => "cuBLAS TF32 GEMM alone",
+            Variant::CublasElementwise => "cuBLAS TF32 GEMM + elementwise",
+        }
+    }
+}
+
+/// What one point measured.
+pub struct Measured {
+    pub point: points::Point,
+    /// Median ms per call, in the order of [`Variant::ALL`].
+    pub median_ms: [f64; 5],
+    /// The plan of each variant of ours ([`Variant::OURS`] order); `None`: it planned nothing.
+    pub plans: [Option<Plan>; 3],
+    /// ‖e‖/‖ref‖ against the f64 reference on sampled elements, per variant of ours.
+    pub errors: [f64; 3],
+    /// Calls per sample.
+    pub batch: u64,
+}
+
+pub struct Case<'g> {
+    p: points::Point,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    gemm: &'g FusedGemm,
+    truncated: FusedGemm,
+    blas: &'g CublasBaseline,
+    x: CudaSlice<f32>,
+    w: CudaSlice<f32>,
+    b: CudaSlice<f32>,
+    out: CudaSlice<f32>,
+    prepared: PreparedWeight,
+    /// The workspace each variant of ours asks for (`workspace_len`), allocated once.
+    workspaces: [Option<CudaSlice<f32>>; 3],
+    host: (Vec<f32>, Vec<f32>, Vec<f32>),
+    pub seed: u64,
+}
+
+impl<'g> Case<'g> {
+    pub fn new(gemm: &'g FusedGemm, blas: &'g CublasBaseline, stream: &Arc<CudaStream>, p: points::Point) -> testbed::Result<Self> {
+        let (m, n, k) = (p.m, p.n, p.k);
+        let t = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        let seed = t ^ ((m as u64) << 42) ^ ((n as u64) << 21) ^ k as u64;
+        let a = 1.0 / (k as f32).sqrt();
+        let hx = fill(m * k, seed, |r| r.unit());
+        let hw = fill(n * k, seed ^ 0x9e37_79b9_7f4a_7c15, |r| r.sym(a));
+        let hb = fill(n, seed ^ 0xbf58_476d_1ce4_e5b9, |r| r.sym(a));
+        let x = stream.clone_htod(&hx)?;
+        let w = stream.clone_htod(&hw)?;
+        let b = stream.clone_htod(&hb)?;
+        let out = stream.alloc_zeros::<f32>(m * n)?;
+        let prepared = gemm.prepare_weight(stream, &MatrixRef::from_slice(&w, n, k))?;
+        let truncated = gemm.with_precision(gemm_epilogue::Precision::Tf32Truncated);
+        let (xr, wr) = (MatrixRef::from_slice(&x, m, k), MatrixRef::from_slice(&w, n, k));
+        let lens = [gemm.workspace_len(stream, &xr, &wr)?, gemm.workspace_len(stream, &xr, &prepared)?, truncated.workspace_len(stream, &xr, &wr)?];
+        let mut workspaces = [None, None, None];
+        for (slot, len) in workspaces.iter_mut().zip(lens) {
+            if len > 0 {
+                *slot = Some(stream.alloc_zeros::<f32>(len)?);
+            }
+        }
+        let ctx = gemm.context().clone();
+        Ok(Self { p, ctx, stream: stream.clone(), gemm, truncated, blas, x, w, b, out, prepared, workspaces, host: (hx, hw, hb), seed })
+    }
+
+    /// Enqueues one call of `v`; for ours, returns its plan.
+    pub fn launch(&mut self, v: Variant) -> testbed::Result<Option<Plan>> {
+        let (m, n, k) = (self.p.m, self.p.n, self.p.k);
+        let x = MatrixRef::from_slice(&self.x, m, k);
+        let w = MatrixRef::from_slice(&self.w, n, k);
+        let b = self.b.as_view();
+        let mut out = MatrixMut::from_slice(&mut self.out, m, n);
+        let s = &self.stream;
+        let plan = match v {
+            Variant::CublasAlone => return self.blas.gemm(&x, &w, &mut out).map(|_| None),
+            Variant::CublasElementwise => return self.blas.linear_scale_residual(&x, &w, Some(&b), SCALE, &mut out).map(|_| None),
+            Variant::Tf32Raw => match &mut self.workspaces[0] {
+                Some(ws) => self.gemm.run_with_workspace(s, &x, &w, Some(&b), SCALE, &mut out, &mut ws.as_view_mut()),
+                None => self.gemm.run(s, &x, &w, Some(&b), SCALE, &mut out),
+            },
+            Variant::Tf32Prepared => match &mut self.workspaces[1] {
+                Some(ws) => self.gemm.run_with_workspace(s, &x, &self.prepared, Some(&b), SCALE, &mut out, &mut ws.as_view_mut()),
+                None => self.gemm.run(s, &x, &self.prepared, Some(&b), SCALE, &mut out),
+            },
+            Variant::Truncated => match &mut self.workspaces[2] {
+                Some(ws) => self.truncated.run_with_workspace(s, &x, &w, Some(&b), SCALE, &mut out, &mut ws.as_view_mut()),
+                None => self.truncated.run(s, &x, &w, Some(&b), SCALE, &mut out),
+            },
+        };
+        Ok(plan?)
+    }
+
+    /// One call of each variant of ours (also a warm-up): its plan and its error on
+    /// `CHECK_ROWS` × `CHECK_COLS` sampled elements against the f64 reference.
+    pub fn check(&mut self) -> testbed::Result<([Option<Plan>; 3], [f64; 3])> {
+        let (m, n, k) = (self.p.m, self.p.n, self.p.k);
+        let mut plans = [None, None, None];
+        let mut errors = [0.0; 3];
+        let mut rng = Rng::new(self.seed ^ 0x5eed);
+        let rows: Vec<usize> = (0..CHECK_ROWS.min(m)).map(|_| rng.below(m)).collect();
+        let cols: Vec<usize> = (0..CHECK_COLS.min(n)).map(|_| rng.below(n)).collect();
+        for (i, v) in Variant::OURS.into_iter().enumerate() {
+            self.stream.memset_zeros(&mut self.out)?;
+            plans[i] = self.launch(v)?;
+            let (hx, hw, hb) = &self.host;
+            let (xm, wm) = (HostMatrix::new(hx, m, k), HostMatrix::new(hw, n, k));
+            let got: Vec<Vec<f32>> = rows.iter().map(|&r| self.stream.clone_dtoh(&self.out.slice(r * n..(r + 1) * n))).collect::<Result<_, _>>()?;
+            self.stream.synchronize()?;
+            let (mut e2, mut r2) = (0.0f64, 0.0f64);
+            for (&r, got) in rows.iter().zip(&got) {
+                for &c in &cols {
+                    let want = reference::element(xm, wm, Some(hb), SCALE, r, c).value;
+                    let e = f64::from(got[c]) - want;
+                    (e2, r2) = (e2 + e * e, r2 + want * want);
+                }
+            }
+            errors[i] = (e2 / r2.max(f64::MIN_POSITIVE)).sqrt();
+        }
+        Ok((plans, errors))
+    }
+
+    /// Every variant `secs` seconds in turn: brings a cold card to its power cap first.
+    pub fn soak(&mut self, secs: f64) -> testbed::Result<u64> {
+        let start = std::time::Instant::now();
+        let mut calls = 0;
+        while start.elapsed().as_secs_f64() < secs {
+            for v in Variant::ALL {
+                self.launch(v)?;
+                calls += 1;
+            }
+            self.stream.synchronize()?;
+        }
+        Ok(calls)
+    }
+
+    /// The interleaved medians (`testbed::timing`: `WARM_UP_MS` of warm-up, then `rounds`
+    /// rounds of one ≥ 0.5 ms sample per variant, in balanced orders).
+    pub fn measure(&mut self, rounds: usize) -> testbed::Result<Measured> {
+        let (plans, errors) = self.check()?;
+        let (ctx, stream) = (self.ctx.clone(), self.stream.clone());
+        let t = timing::interleaved(&ctx, &stream, Variant::ALL.len(), |_| false, rounds, WARM_UP_MS, |i| self.launch(Variant::ALL[i]).map(|_| ()))?;
+        let mut median_ms = [f64::NAN; 5];
+        for (slot, ms) in median_ms.iter_mut().zip(&t.median_ms) {
+            *slot = ms.unwrap_or(f64::NAN);
+        }
+        Ok(Measured { point: self.p, median_ms, plans, errors, batch: t.batch })
+    }
+}
+
+/// `len` values of `f` from a generator per chunk, on every core: the large points need up to
+/// 235 M random floats, ~1 s on one core.
+fn fill(len: usize, seed: u64, f: impl Fn(&mut Rng) -> f32 + Copy + Send) -> Vec<f32> {
+    let mut v = vec![0.0f32; len];
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = len.div_ceil(threads).max(1 << 16);
+    std::thread::scope(|s| {
+        for (i, c) in v.chunks_mut(chunk).enumerate() {
+            s.spawn(move || {
+                let mut rng = Rng::new(seed ^ (i as u64).wrapping_mul(0x94d0_49bb_1331_11eb));
+                c.iter_mut().for_each(|x| *x = f(&mut rng));
+            });
+        }
+    });
+    v
+}
