@@ -61,7 +61,7 @@ use criterion::{Criterion, Throughput};
 use gemm_epilogue::cudarc::driver::sys::CUevent_flags;
 use gemm_epilogue::cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream};
 use gemm_epilogue::testbed::reference::SplitMix64 as Rng;
-use gemm_epilogue::testbed::{self, timing, CublasBaseline, CublasLtLinear, CublasLtPlan};
+use gemm_epilogue::testbed::{self, timing, CublasBaseline, CublasCompute, CublasLtLinear, CublasLtPlan};
 use gemm_epilogue::testbed::reference::{self, HostMatrix};
 use gemm_epilogue::{cuda_context, Dispatch, FusedGemm, Kernel, MatrixMut, MatrixRef, Plan, PreparedWeight, Precision};
 
@@ -109,11 +109,22 @@ enum Variant {
     CublasElementwise,
     CublasLt,
     CublasGemm,
+    /// `Precision::Tf32x3` (3xTF32) with its prepared (split) W and workspace.
+    FusedTf32x3,
+    /// cuBLAS's GEMM alone in `CUBLAS_COMPUTE_32F` (its accuracy: that GEMM + our elementwise).
+    CublasFp32,
+    /// The same in `CUBLAS_COMPUTE_32F_EMULATED_16BFX9` (plain FP32 on sm_90: see the label).
+    CublasBf16x9,
     /// Our fused call with this kernel forced.
     Forced(Kernel),
 }
 const VARIANTS: [Variant; 6] =
     [Variant::Fused, Variant::CublasElementwise, Variant::CublasLt, Variant::CublasGemm, Variant::FusedPrepared, Variant::FusedTruncate];
+/// The FP32-accurate rows: ours 3xTF32 against cuBLAS's FP32 paths, on the reference, square and
+/// odd-K shapes (`ours / this` compares with the Tf32 default; the line below the table, with ours
+/// Tf32x3).
+const FP32_ACCURATE: [Variant; 3] = [Variant::FusedTf32x3, Variant::CublasFp32, Variant::CublasBf16x9];
+const FP32_ACCURATE_SHAPES: [&str; 4] = [REFERENCE, "square_4096", "square_8192", "odd_1000x3000x777"];
 /// The mma.sync rows of the reference shape.
 const MMA_SYNC: [Variant; 2] = [Variant::Forced(Kernel::Sm80Mma128x256Vec4Trunc), Variant::Forced(Kernel::Sm80Mma128x256Vec4)];
 /// Shapes that also time the 128×128 ping-pong kernel forced: the large square-ish ones, where
@@ -130,6 +141,9 @@ impl Variant {
             Variant::CublasElementwise => "cuBLAS GEMM + elementwise",
             Variant::CublasLt => "cuBLASLt bias+alpha (1 call)",
             Variant::CublasGemm => "cuBLAS GEMM alone (no bias/epilogue)",
+            Variant::FusedTf32x3 => "ours, Tf32x3 (3xTF32), prepared W",
+            Variant::CublasFp32 => "cuBLAS FP32 GEMM alone (COMPUTE_32F)",
+            Variant::CublasBf16x9 => "cuBLAS COMPUTE_32F_EMULATED_16BFX9 alone (FP32 on sm_90)",
             Variant::Forced(Kernel::Sm80Mma128x256Vec4Trunc) => "ours, mma.sync 128×256, truncated operands",
             Variant::Forced(Kernel::Sm80Mma128x256Vec4) => "ours, mma.sync 128×256, rounded operands",
             Variant::Forced(Kernel::Sm90Pingpong128x128Trunc) => "ours, sm90 ping-pong 128×128 (forced)",
@@ -146,6 +160,9 @@ impl Variant {
             Variant::CublasElementwise => "cublas_plus_elementwise",
             Variant::CublasLt => "cublaslt_bias_alpha",
             Variant::CublasGemm => "cublas_gemm_alone",
+            Variant::FusedTf32x3 => "fused_tf32x3",
+            Variant::CublasFp32 => "cublas_fp32_alone",
+            Variant::CublasBf16x9 => "cublas_bf16x9_alone",
             Variant::Forced(Kernel::Sm80Mma128x256Vec4Trunc) => "mma_sync_128x256_trunc",
             Variant::Forced(Kernel::Sm80Mma128x256Vec4) => "mma_sync_128x256_round",
             Variant::Forced(Kernel::Sm90Pingpong128x128Trunc) => "sm90_pingpong",
@@ -162,6 +179,9 @@ fn variants(group: &str) -> Vec<Variant> {
     }
     if group == REFERENCE {
         v.extend(MMA_SYNC);
+    }
+    if FP32_ACCURATE_SHAPES.contains(&group) {
+        v.extend(FP32_ACCURATE);
     }
     v
 }
@@ -186,6 +206,9 @@ struct Case<'g> {
     prepared: PreparedWeight,
     /// The truncating handle.
     truncate: FusedGemm,
+    /// The Tf32x3 handle and W prepared (split) by it.
+    x3: FusedGemm,
+    prepared_x3: PreparedWeight,
     /// The workspace `workspace_len` asks for (repacking operands whose rows are not 16-byte
     /// aligned, stream-K partial tiles): what a user who cares about speed passes to
     /// `run_with_workspace`. Allocated once, outside timing.
@@ -223,6 +246,8 @@ impl<'g> Case<'g> {
         let mut out = stream.alloc_zeros::<f32>(m * n)?;
         let prepared = gemm.prepare_weight(stream, &MatrixRef::from_slice(&w, n, k))?;
         let truncate = gemm.with_precision(Precision::Tf32Truncated);
+        let x3 = gemm.with_precision(Precision::Tf32x3);
+        let prepared_x3 = x3.prepare_weight(stream, &MatrixRef::from_slice(&w, n, k))?;
         let workspace_len = gemm.workspace_len(stream, &MatrixRef::from_slice(&x, m, k), &MatrixRef::from_slice(&w, n, k))?;
         let workspace = if workspace_len > 0 { Some(stream.alloc_zeros::<f32>(workspace_len)?) } else { None };
         if workspace_len > 0 {
@@ -263,12 +288,17 @@ impl<'g> Case<'g> {
                 Variant::Forced(kernel) => Some(gemm.with_dispatch(Dispatch::Force(kernel))),
                 Variant::FusedPrepared => Some(gemm.clone()),
                 Variant::FusedTruncate => Some(truncate.clone()),
+                Variant::FusedTf32x3 => Some(x3.clone()),
                 _ => None,
             };
             if let Some(h) = handle {
                 let xr = MatrixRef::from_slice(&x, m, k);
                 let wr = MatrixRef::from_slice(&w, n, k);
-                let len = if v == Variant::FusedPrepared { h.workspace_len(stream, &xr, &prepared) } else { h.workspace_len(stream, &xr, &wr) };
+                let len = match v {
+                    Variant::FusedPrepared => h.workspace_len(stream, &xr, &prepared),
+                    Variant::FusedTf32x3 => h.workspace_len(stream, &xr, &prepared_x3),
+                    _ => h.workspace_len(stream, &xr, &wr),
+                };
                 match len {
                     Ok(0) => {}
                     Ok(len) => ws = Some(stream.alloc_zeros::<f32>(len)?),
@@ -282,6 +312,8 @@ impl<'g> Case<'g> {
                 let plan = match (v, ws.as_mut()) {
                     (Variant::FusedPrepared, Some(ws)) => h.run_with_workspace(stream, &xr, &prepared, Some(&bias), SCALE, &mut o, &mut ws.as_view_mut()),
                     (Variant::FusedPrepared, None) => h.run(stream, &xr, &prepared, Some(&bias), SCALE, &mut o),
+                    (Variant::FusedTf32x3, Some(ws)) => h.run_with_workspace(stream, &xr, &prepared_x3, Some(&bias), SCALE, &mut o, &mut ws.as_view_mut()),
+                    (Variant::FusedTf32x3, None) => h.run(stream, &xr, &prepared_x3, Some(&bias), SCALE, &mut o),
                     (_, Some(ws)) => h.run_with_workspace(stream, &xr, &wr, Some(&bias), SCALE, &mut o, &mut ws.as_view_mut()),
                     (_, None) => h.run(stream, &xr, &wr, Some(&bias), SCALE, &mut o),
                 };
@@ -311,6 +343,8 @@ impl<'g> Case<'g> {
             host: (hx, hw, hb),
             prepared,
             truncate,
+            x3,
+            prepared_x3,
             workspace,
             forced_workspace,
             plan,
@@ -344,12 +378,18 @@ impl<'g> Case<'g> {
             }
             .map(|_| ())
             .map_err(Into::into),
-            Variant::FusedPrepared | Variant::FusedTruncate => {
+            Variant::FusedPrepared | Variant::FusedTruncate | Variant::FusedTf32x3 => {
                 let slot = self.variants.iter().position(|u| *u == v).and_then(|i| self.forced_workspace[i].as_mut());
-                let h = if v == Variant::FusedTruncate { &self.truncate } else { self.gemm };
+                let h = match v {
+                    Variant::FusedTruncate => &self.truncate,
+                    Variant::FusedTf32x3 => &self.x3,
+                    _ => self.gemm,
+                };
                 let r = match (v, slot) {
                     (Variant::FusedPrepared, Some(ws)) => h.run_with_workspace(&self.stream, &x, &self.prepared, Some(&b), SCALE, &mut out, &mut ws.as_view_mut()),
                     (Variant::FusedPrepared, None) => h.run(&self.stream, &x, &self.prepared, Some(&b), SCALE, &mut out),
+                    (Variant::FusedTf32x3, Some(ws)) => h.run_with_workspace(&self.stream, &x, &self.prepared_x3, Some(&b), SCALE, &mut out, &mut ws.as_view_mut()),
+                    (Variant::FusedTf32x3, None) => h.run(&self.stream, &x, &self.prepared_x3, Some(&b), SCALE, &mut out),
                     (_, Some(ws)) => h.run_with_workspace(&self.stream, &x, &w, Some(&b), SCALE, &mut out, &mut ws.as_view_mut()),
                     (_, None) => h.run(&self.stream, &x, &w, Some(&b), SCALE, &mut out),
                 };
@@ -361,6 +401,8 @@ impl<'g> Case<'g> {
                 None => Ok(()),
             },
             Variant::CublasGemm => self.blas.gemm(&x, &w, &mut out),
+            Variant::CublasFp32 => self.blas.gemm_as(CublasCompute::Fp32, &x, &w, &mut out),
+            Variant::CublasBf16x9 => self.blas.gemm_as(CublasCompute::Bf16x9, &x, &w, &mut out),
             Variant::Forced(kernel) => {
                 let forced = self.gemm.with_dispatch(Dispatch::Force(kernel));
                 let slot = self.variants.iter().position(|u| *u == v).and_then(|i| self.forced_workspace[i].as_mut());
@@ -377,24 +419,30 @@ impl<'g> Case<'g> {
     /// Error of one call of `v` against the f64 reference on `SAMPLES` elements drawn from the
     /// whole output (fixed by the shape's seed): ‖e‖₂/‖ref‖₂ and the mean signed error over the
     /// mean |ref| (the bias truncation shows). `None` for the GEMM alone (no bias, no epilogue).
-    fn accuracy(&mut self, v: Variant) -> Option<(f64, f64)> {
+    fn accuracy(&mut self, v: Variant) -> Option<(f64, f64, f64)> {
         if v == Variant::CublasGemm || !self.available(v) {
             return None;
         }
         self.launch(v).unwrap_or_else(|e| panic!("{}: {e}", v.label()));
+        if matches!(v, Variant::CublasFp32 | Variant::CublasBf16x9) {
+            // The GEMM alone is timed; its accuracy is that of the whole layer: + our elementwise pass.
+            let b = self.b.as_view();
+            let mut out = MatrixMut::from_slice(&mut self.out, self.m, self.n);
+            self.blas.elementwise(Some(&b), SCALE, &mut out).unwrap_or_else(|e| panic!("{}: {e}", v.label()));
+        }
         let out = self.stream.clone_dtoh(&self.out).expect("copy out");
         let (m, n, k) = (self.m, self.n, self.k);
         let (hx, hw, hb) = &self.host;
         let (xm, wm) = (HostMatrix::new(hx, m, k), HostMatrix::new(hw, n, k));
         let mut rng = Rng::new(0x5eed ^ (m * n * k) as u64);
-        let (mut e2, mut r2, mut esum, mut rsum) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+        let (mut e2, mut r2, mut esum, mut rsum, mut emax) = (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
         for _ in 0..SAMPLES.min(m * n) {
             let (r, c) = (rng.below(m), rng.below(n));
             let want = reference::element(xm, wm, Some(hb), SCALE, r, c).value;
             let e = out[r * n + c] as f64 - want;
-            (e2, r2, esum, rsum) = (e2 + e * e, r2 + want * want, esum + e, rsum + want.abs());
+            (e2, r2, esum, rsum, emax) = (e2 + e * e, r2 + want * want, esum + e, rsum + want.abs(), emax.max(e.abs()));
         }
-        Some(((e2 / r2).sqrt(), esum / rsum))
+        Some(((e2 / r2).sqrt(), esum / rsum, emax))
     }
 
     fn event(&self) -> CudaEvent {
@@ -455,7 +503,7 @@ fn interleaved(case: &mut Case<'_>, rounds: usize, sample_ms: f64) -> (Vec<Optio
     (t.median_ms, t.batch)
 }
 
-fn table(case: &Case<'_>, medians: &[Option<f64>], errors: &[Option<(f64, f64)>], kernel: &str, rounds: usize, sustained: Option<u64>) -> String {
+fn table(case: &Case<'_>, medians: &[Option<f64>], errors: &[Option<(f64, f64, f64)>], kernel: &str, rounds: usize, sustained: Option<u64>) -> String {
     let flop = case.flop();
     let ours = medians[0];
     let mut s = String::new();
@@ -467,7 +515,7 @@ fn table(case: &Case<'_>, medians: &[Option<f64>], errors: &[Option<(f64, f64)>]
     let _ = writeln!(s, "| variant | median ms | TFLOP/s | ours / this (time) | ‖e‖/‖ref‖ vs f64 | mean e / mean |ref| |");
     let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|");
     for (i, v) in case.variants.iter().enumerate() {
-        let err = errors[i].map_or("–".to_string(), |(rel, bias)| format!("{rel:.2e} | {bias:+.1e}"));
+        let err = errors[i].map_or("–".to_string(), |(rel, bias, _)| format!("{rel:.2e} | {bias:+.1e}"));
         let err = if errors[i].is_some() { err } else { "– | –".into() };
         match medians[i] {
             Some(ms) => {
@@ -484,6 +532,25 @@ fn table(case: &Case<'_>, medians: &[Option<f64>], errors: &[Option<(f64, f64)>]
         _ => "n/a".into(),
     };
     let _ = writeln!(s, "\nours/cublas+elementwise = {}, ours/cublas-alone = {}, ours/cublasLt = {} (< 1: ours is faster)", r(1), r(3), r(2));
+    // The FP32-accurate rows, against each other: times and the largest error on the samples.
+    let at = |v: Variant| case.variants.iter().position(|u| *u == v);
+    if let (Some(x3), Some(fp32)) = (at(Variant::FusedTf32x3), at(Variant::CublasFp32)) {
+        let ratio = |i: usize, j: usize| match (medians[i], medians[j]) {
+            (Some(a), Some(b)) => format!("{:.3}", a / b),
+            _ => "n/a".into(),
+        };
+        let emax = |i: usize| errors[i].map_or("n/a".into(), |(_, _, e)| format!("{e:.2e}"));
+        let bf = at(Variant::CublasBf16x9).map_or("n/a".into(), |j| ratio(x3, j));
+        let _ = writeln!(
+            s,
+            "tf32x3: ours Tf32x3 / cuBLAS FP32 = {}, / cuBLAS BF16x9 = {bf}, / ours Tf32 (default, raw W) = {}; max |e| on the samples: ours Tf32x3 {}, cuBLAS FP32 + elementwise {}, ours Tf32 {}",
+            ratio(x3, fp32),
+            ratio(x3, 0),
+            emax(x3),
+            emax(fp32),
+            emax(0)
+        );
+    }
     s
 }
 
