@@ -366,6 +366,14 @@ fn nan_and_inf_propagate() {
         for case in variants(&g, &base) {
             let o = common::execute(&g, &case, &inputs, false);
             let plan = o.plan.expect("ran");
+            if plan.precision == Precision::Tf32x3 {
+                // Documented: an infinite operand's small part is Inf − Inf = NaN, so 3xTF32
+                // turns the ±Inf results into NaN; NaN stays NaN and finite results stay finite.
+                for (got, e) in o.fused.iter().zip(&want) {
+                    assert_eq!(got.is_nan(), e.value.is_nan() || e.value.is_infinite(), "{case:?} {plan:?}: {got:e} for {:e}", e.value);
+                }
+                continue;
+            }
             let coeff = common::coeff(common::unit_roundoff(&plan), k);
             for r in 0..m {
                 for c in 0..n {
@@ -552,9 +560,10 @@ fn linear_forward_matches_run() {
     }
 }
 
-/// K % 4 != 0 on a large layer: the prepared W's rows are not 16-byte aligned either, so
-/// `forward` allocates the workspace itself, repacks X and the prepared W into it (the fast
-/// path), and must produce what `run_with_workspace` on the prepared weight produces, bit for bit.
+/// K % 4 != 0 on a large layer: X's rows are not 16-byte aligned, so `forward` allocates the
+/// workspace itself and repacks X into it (the fast path; on sm_90 TMA reads the prepared W's
+/// 128-byte rows as they are, elsewhere the 16-byte loads need W repacked too), and must produce
+/// what `run_with_workspace` on the prepared weight produces, bit for bit.
 #[test]
 fn linear_forward_repacks_when_k_is_not_a_multiple_of_4() {
     let Some(g) = common::gpu() else { return };
@@ -564,7 +573,7 @@ fn linear_forward_repacks_when_k_is_not_a_multiple_of_4() {
     let outcome = common::execute(&g, &case, &inputs, true);
     common::verify(&case, &inputs, &outcome, &mut rng);
     let plan = outcome.plan.expect("ran");
-    assert!(plan.repack_x && plan.repack_w, "{plan:?}");
+    assert!(plan.repack_x && plan.repack_w == (plan.kernel.family() == Family::MmaSync), "{plan:?}");
 
     let (m, n, k) = (case.m, case.n, case.k);
     let w = g.stream.clone_htod(&inputs.w[..n * k]).unwrap();

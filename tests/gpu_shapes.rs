@@ -253,15 +253,15 @@ fn shapes_sm80_mma_64x64_scalar_x3() {
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple that
 /// has a split W or a workspace, and refuse the others.
 #[test]
-fn shapes_sm90_pingpong_128x128_x3() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Tf32x3") else { return };
-    run_shapes_split_w(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128Tf32x3), "shapes_sm90_pingpong_128x128_x3");
+fn shapes_sm90_cooperative_128x128_x3() {
+    let Some(g) = common::hopper_gpu("Sm90Cooperative128x128Tf32x3") else { return };
+    run_shapes_split_w(&g, Dispatch::Force(Kernel::Sm90Cooperative128x128Tf32x3), "shapes_sm90_cooperative_128x128_x3");
 }
 
 #[test]
-fn shapes_sm90_pingpong_128x128_cluster2_x3() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Cluster2Tf32x3") else { return };
-    run_shapes_split_w(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2Tf32x3), "shapes_sm90_pingpong_128x128_cluster2_x3");
+fn shapes_sm90_cooperative_128x128_cluster2_x3() {
+    let Some(g) = common::hopper_gpu("Sm90Cooperative128x128Cluster2Tf32x3") else { return };
+    run_shapes_split_w(&g, Dispatch::Force(Kernel::Sm90Cooperative128x128Cluster2Tf32x3), "shapes_sm90_cooperative_128x128_cluster2_x3");
 }
 
 #[test]

@@ -274,20 +274,22 @@ typedef struct GeSm90Params {
 
 /* Tf32x3 (3xTF32) builds, entries ending in `_x3`: X split into big and small TF32 parts in
  * registers, W's two parts read from w_map and w_small_map, three wgmmas per k-step
- * (small*big, big*small, big*big). Each stage holds one X tile and two W tiles, so fewer stages
+ * (small*big, big*small, big*big), each k-block's sum added into the accumulator on the CUDA
+ * cores (fp32, round to nearest: wgmma's accumulation is not as precise). Each stage holds one X tile and two W tiles, so fewer stages
  * fit; three times the tensor-core work per stage needs fewer to hide the loads behind. */
 
-/* pingpong 128x128 x3: 4 stages of 16 + 2 x 16 KiB.
- * Entries: ge_sm90_pingpong_128x128x32_s4_x3, ge_sm90_pingpong_128x128x32_s4_cluster2_x3. */
-#define GE_SM90_PINGPONG_128X128_X3_TILE_M 128
-#define GE_SM90_PINGPONG_128X128_X3_TILE_N 128
-#define GE_SM90_PINGPONG_128X128_X3_TILE_K 32
-#define GE_SM90_PINGPONG_128X128_X3_STAGES 4
-#define GE_SM90_PINGPONG_128X128_X3_THREADS 384
-#define GE_SM90_PINGPONG_128X128_X3_SMEM_BYTES                                                   \
-    (GE_SM90_PINGPONG_128X128_X3_STAGES *                                                        \
-         (GE_SM90_PINGPONG_128X128_X3_TILE_M + 2 * GE_SM90_PINGPONG_128X128_X3_TILE_N) *          \
-         GE_SM90_PINGPONG_128X128_X3_TILE_K * 4 +                                                \
+/* cooperative 128x128 x3: 64 rows per consumer (a 64x128 accumulator and a k-block's partial
+ * sum fit in registers), 4 stages of 16 + 2 x 16 KiB.
+ * Entries: ge_sm90_cooperative_128x128x32_s4_x3, ge_sm90_cooperative_128x128x32_s4_cluster2_x3. */
+#define GE_SM90_COOPERATIVE_128X128_X3_TILE_M 128
+#define GE_SM90_COOPERATIVE_128X128_X3_TILE_N 128
+#define GE_SM90_COOPERATIVE_128X128_X3_TILE_K 32
+#define GE_SM90_COOPERATIVE_128X128_X3_STAGES 4
+#define GE_SM90_COOPERATIVE_128X128_X3_THREADS 384
+#define GE_SM90_COOPERATIVE_128X128_X3_SMEM_BYTES                                                   \
+    (GE_SM90_COOPERATIVE_128X128_X3_STAGES *                                                        \
+         (GE_SM90_COOPERATIVE_128X128_X3_TILE_M + 2 * GE_SM90_COOPERATIVE_128X128_X3_TILE_N) *          \
+         GE_SM90_COOPERATIVE_128X128_X3_TILE_K * 4 +                                                \
      GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
 
 /* pingpong 64x128 x3: 4 stages of 8 + 2 x 16 KiB: for small M.

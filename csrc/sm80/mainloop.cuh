@@ -81,6 +81,7 @@ __device__ __forceinline__ void mainloop(const GeProblem &p, float *smem, int m0
                 mma.template mma<kHalf, Cfg::FRAGS_N>(frag[1]);
             }
         }
+        mma.promote();  // Tf32x3: the k-block's sum into the accumulator (a no-op otherwise)
     }
     ptx::cp_async_wait<0>();  // nothing may still target smem (the staged epilogue reuses it)
 }

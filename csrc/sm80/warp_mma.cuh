@@ -33,11 +33,14 @@ struct WarpMma {
     static_assert(Cfg::TILE_K == 32, "lane offsets cover the 4 k-steps of one 32-wide slice");
     static_assert(Cfg::FRAGS_N % 2 == 0, "one ldmatrix.x4 loads two n8 W fragments");
     static constexpr int K_STEPS = Cfg::TILE_K / Cfg::INST_K;
+    static constexpr bool SPLIT = Cfg::PRECISION == Precision::Tf32x3;
 
     // (FRAGS_M x m16, FRAGS_N x n8) accumulators of this warp, in mma's D-fragment order.
     float acc[Cfg::FRAGS_M][Cfg::FRAGS_N][4];
-
-    static constexpr bool SPLIT = Cfg::PRECISION == Precision::Tf32x3;
+    // Tf32x3: the current k-block's sum, which promote() adds into acc on the CUDA cores. The
+    // tensor cores' accumulation truncates (docs/EPILOGUE.md): over all of a long K that costs
+    // more than 3xTF32 gains, over one k-block little.
+    float part[SPLIT ? Cfg::FRAGS_M : 1][SPLIT ? Cfg::FRAGS_N : 1][4];
 
     // The operands of one k-step (Tf32x3: x and w hold the big parts).
     struct Frags {
@@ -62,6 +65,29 @@ struct WarpMma {
             for (int j = 0; j < Cfg::FRAGS_N; ++j)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+        if constexpr (SPLIT) clear_part();
+    }
+
+    __device__ __forceinline__ void clear_part() {
+#pragma unroll
+        for (int i = 0; i < Cfg::FRAGS_M; ++i)
+#pragma unroll
+            for (int j = 0; j < Cfg::FRAGS_N; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) part[i][j][e] = 0.0f;
+    }
+
+    // Tf32x3: acc += the k-block's sum (fp32, round to nearest), and a new k-block starts.
+    __device__ __forceinline__ void promote() {
+        if constexpr (SPLIT) {
+#pragma unroll
+            for (int i = 0; i < Cfg::FRAGS_M; ++i)
+#pragma unroll
+                for (int j = 0; j < Cfg::FRAGS_N; ++j)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc[i][j][e] = __fadd_rn(acc[i][j][e], part[i][j][e]);
+            clear_part();
+        }
     }
 
     __device__ __forceinline__ static LaneOffsets lane_offsets(int warp_m, int warp_n, int lane) {
@@ -117,11 +143,13 @@ struct WarpMma {
         for (int j = J0; j < J1; ++j)
 #pragma unroll
             for (int i = 0; i < Cfg::FRAGS_M; ++i) {
-                if constexpr (SPLIT) {  // small terms first
-                    ptx::mma_m16n8k8_tf32(acc[i][j], f.x_small[i], f.w[j]);
-                    ptx::mma_m16n8k8_tf32(acc[i][j], f.x[i], f.w_small[j]);
+                if constexpr (SPLIT) {  // small terms first, into the k-block's sum
+                    ptx::mma_m16n8k8_tf32(part[i][j], f.x_small[i], f.w[j]);
+                    ptx::mma_m16n8k8_tf32(part[i][j], f.x[i], f.w_small[j]);
+                    ptx::mma_m16n8k8_tf32(part[i][j], f.x[i], f.w[j]);
+                } else {
+                    ptx::mma_m16n8k8_tf32(acc[i][j], f.x[i], f.w[j]);
                 }
-                ptx::mma_m16n8k8_tf32(acc[i][j], f.x[i], f.w[j]);
             }
     }
 };

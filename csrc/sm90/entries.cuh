@@ -44,8 +44,8 @@ GE_SM90_ENTRY(ge_sm90_cooperative_128x256x32_s4,                GE_SM90_COOPERAT
 GE_SM90_ENTRY(ge_sm90_cooperative_128x256x32_s4_trunc,          GE_SM90_COOPERATIVE_128X256, Schedule::Cooperative, /*CLUSTER_M*/ 1,   Precision::Tf32Truncated)
 GE_SM90_ENTRY(ge_sm90_cooperative_128x256x32_s4_cluster2,       GE_SM90_COOPERATIVE_128X256, Schedule::Cooperative, GE_SM90_CLUSTER_M, Precision::Tf32)
 GE_SM90_ENTRY(ge_sm90_cooperative_128x256x32_s4_cluster2_trunc, GE_SM90_COOPERATIVE_128X256, Schedule::Cooperative, GE_SM90_CLUSTER_M, Precision::Tf32Truncated)
-GE_SM90_ENTRY(ge_sm90_pingpong_128x128x32_s4_x3,                GE_SM90_PINGPONG_128X128_X3, Schedule::PingPong,    /*CLUSTER_M*/ 1,   Precision::Tf32x3)
-GE_SM90_ENTRY(ge_sm90_pingpong_128x128x32_s4_cluster2_x3,       GE_SM90_PINGPONG_128X128_X3, Schedule::PingPong,    GE_SM90_CLUSTER_M, Precision::Tf32x3)
+GE_SM90_ENTRY(ge_sm90_cooperative_128x128x32_s4_x3,             GE_SM90_COOPERATIVE_128X128_X3, Schedule::Cooperative,    /*CLUSTER_M*/ 1,   Precision::Tf32x3)
+GE_SM90_ENTRY(ge_sm90_cooperative_128x128x32_s4_cluster2_x3,    GE_SM90_COOPERATIVE_128X128_X3, Schedule::Cooperative,    GE_SM90_CLUSTER_M, Precision::Tf32x3)
 GE_SM90_ENTRY(ge_sm90_pingpong_64x128x32_s4_x3,                 GE_SM90_PINGPONG_64X128_X3,  Schedule::PingPong,    /*CLUSTER_M*/ 1,   Precision::Tf32x3)
 // clang-format on
 

@@ -171,25 +171,35 @@ __device__ __forceinline__ uint32_t mma_tile_rounded_x_by_kblock(typename Cfg::S
     return held_stage;
 }
 
-// X through registers, split into 3xTF32's two parts; like mma_tile_rounded_x, one wgmma group
-// per k-step, its fragments (both parts) in one of X_BUFFERS register sets. The small-part
-// products come first in each k-step, so that they are not lost to the rounding of the larger
-// running sum any more than the fp32 accumulation does anyway.
+// X through registers, split into 3xTF32's two parts, and the k-blocks' sums promoted to the
+// CUDA cores: each k-block's wgmmas (small·W_big, big·W_small, big·W_big per k-step, small
+// terms first) accumulate from zero into `part`, which is then added into `acc` with fp32 adds
+// that round to nearest. wgmma's own accumulation does not keep fp32's precision over a long K
+// (measured on the H200: 2.9e-5 relative error at K = 4096 when all of K accumulates in the
+// tensor cores, against 1.2e-6 for cuBLAS's fp32 GEMM; docs/BENCHMARKS.md), so the tensor cores
+// only ever sum one k-block. The add waits for the k-block's wgmmas, which the next k-block's
+// fragment loads then overlap only partly; that costs less than a third accumulator set would
+// in registers. One 64-row atom per consumer: `acc` and `part` are 2 x 64 registers at N = 128.
 template <class Cfg>
 __device__ __forceinline__ uint32_t mma_tile_split_x(typename Cfg::Storage &s, PipelineState &pipe, int k_tiles,
                                                      float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM], int row0,
                                                      int warp, int lane) {
-    constexpr int kBuffers = Cfg::X_BUFFERS;
-    static_assert(Cfg::K_STEPS % kBuffers == 0, "a k-block's k-steps cycle through the register sets evenly");
     static_assert(Cfg::W_PARTS == 2, "W's big and small parts in every stage");
+    static_assert(Cfg::M_ATOMS == 1, "acc and the k-block's part must both fit in registers");
+    constexpr int kAcc = Cfg::ACC_PER_ATOM;
     const int row = row0 + 16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1);
     uint32_t chunk_offset[Cfg::K_STEPS];
 #pragma unroll
     for (int ks = 0; ks < Cfg::K_STEPS; ++ks) chunk_offset[ks] = row * 128 + (((2 * ks + (lane >> 4)) ^ (lane & 7)) << 4);
 
-    uint32_t big[kBuffers][Cfg::M_ATOMS][4];
-    uint32_t small[kBuffers][Cfg::M_ATOMS][4];
+#pragma unroll
+    for (int r = 0; r < kAcc; ++r) acc[0][r] = 0.0f;
+    float part[kAcc];  // each k-block's first wgmma overwrites it (scale-d 0)
+#pragma unroll
+    for (int r = 0; r < kAcc; ++r) part[r] = 0.0f;
     uint32_t held_stage = 0;
+    uint32_t big[Cfg::K_STEPS][4];
+    uint32_t small[Cfg::K_STEPS][4];
     for (int kb = 0; kb < k_tiles; ++kb) {
         ptx::mbarrier_wait(&s.full[pipe.stage], pipe.phase);
         const uint32_t x_stage = ge::ptx::smem_addr(s.x[pipe.stage]);  // (TILE_M, TILE_K)
@@ -198,28 +208,28 @@ __device__ __forceinline__ uint32_t mma_tile_split_x(typename Cfg::Storage &s, P
         const uint64_t desc_w_small = make_desc_k_major_sw128(w_stage + Cfg::Storage::W_BYTES);
 #pragma unroll
         for (int ks = 0; ks < Cfg::K_STEPS; ++ks) {
-            uint32_t(&xb)[Cfg::M_ATOMS][4] = big[ks % kBuffers];
-            uint32_t(&xs)[Cfg::M_ATOMS][4] = small[ks % kBuffers];
-            ptx::wgmma_wait_group<kBuffers - 1>();  // the group that last read this set is done
-            if (ks == kBuffers - 1 && kb > 0 && lane == 0) release_stage<Cfg>(s, held_stage);
+            uint32_t raw[4];
+            ge::ptx::ldmatrix_x4(raw, x_stage + chunk_offset[ks]);
 #pragma unroll
-            for (int ma = 0; ma < Cfg::M_ATOMS; ++ma) {
-                uint32_t raw[4];
-                ge::ptx::ldmatrix_x4(raw, x_stage + chunk_offset[ks] + ma * Cfg::WGMMA_M * 128);
-#pragma unroll
-                for (int r = 0; r < 4; ++r) ge::ptx::split_tf32(raw[r], xb[ma][r], xs[ma][r]);
-            }
-            ptx::wgmma_fence();  // the fragment registers written above, before the wgmmas read them
-            const uint32_t k_bytes = ks * Cfg::WGMMA_K * 4;
-            const bool accumulate = (kb | ks) != 0;
-#pragma unroll
-            for (int ma = 0; ma < Cfg::M_ATOMS; ++ma) {
-                ptx::wgmma_tf32_rs<Cfg::WGMMA_N>(acc[ma], xs[ma], desc_advance(desc_w_big, k_bytes), accumulate);
-                ptx::wgmma_tf32_rs<Cfg::WGMMA_N>(acc[ma], xb[ma], desc_advance(desc_w_small, k_bytes), 1);
-                ptx::wgmma_tf32_rs<Cfg::WGMMA_N>(acc[ma], xb[ma], desc_advance(desc_w_big, k_bytes), 1);
-            }
-            ptx::wgmma_commit_group();
+            for (int r = 0; r < 4; ++r) ge::ptx::split_tf32(raw[r], big[ks][r], small[ks][r]);
         }
+        ptx::wgmma_fence();  // the fragments written above, and `part` read by the adds below
+#pragma unroll
+        for (int ks = 0; ks < Cfg::K_STEPS; ++ks) {
+            const uint32_t k_bytes = ks * Cfg::WGMMA_K * 4;
+            ptx::wgmma_tf32_rs<Cfg::WGMMA_N>(part, small[ks], desc_advance(desc_w_big, k_bytes), ks != 0);
+            ptx::wgmma_tf32_rs<Cfg::WGMMA_N>(part, big[ks], desc_advance(desc_w_small, k_bytes), 1);
+            ptx::wgmma_tf32_rs<Cfg::WGMMA_N>(part, big[ks], desc_advance(desc_w_big, k_bytes), 1);
+        }
+        ptx::wgmma_commit_group();
+        ptx::wgmma_wait_group<0>();
+#pragma unroll
+        for (int r = 0; r < kAcc; ++r) ptx::fence_operand(part[r]);
+        // The stage is read: give it back before the adds, so the producer refills it sooner
+        // (the last one stays held for the caller, as in the other mainloops).
+        if (lane == 0 && kb + 1 < k_tiles) release_stage<Cfg>(s, pipe.stage);
+#pragma unroll
+        for (int r = 0; r < kAcc; ++r) acc[0][r] = __fadd_rn(acc[0][r], part[r]);
         held_stage = pipe.stage;
         pipe.template advance<Cfg::STAGES>();
     }

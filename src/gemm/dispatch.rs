@@ -107,10 +107,10 @@ fn preference(size: Size, aligned_rows: bool, precision: Precision) -> &'static 
         (Small64x64, true, Precision::Tf32Truncated) => &[Sm90Pingpong64x64Trunc, Sm80Mma64x64Vec4],
         (Small64x128, true, Precision::Tf32Truncated) => &[Sm90Pingpong64x128Trunc, Sm80Mma64x64Vec4],
         (Small, true, Precision::Tf32Truncated) => &[Sm90Pingpong128x128Trunc, Sm80Mma64x64Vec4],
-        // Tf32x3: three times the tensor-core work per byte, so the 128×128 ping-pong from one
-        // wave of its tiles on, the 64×128 one below; the mma.sync kernels split both operands
+        // Tf32x3: three times the tensor-core work per byte, so the 128×128 cooperative from one
+        // wave of its tiles on, the 64×128 ping-pong below; the mma.sync kernels split both operands
         // themselves and take any W.
-        (Large | Medium, true, Precision::Tf32x3) => &[Sm90Pingpong128x128Tf32x3, Sm80Mma64x64Vec4Tf32x3, Sm80Mma64x64ScalarTf32x3],
+        (Large | Medium, true, Precision::Tf32x3) => &[Sm90Cooperative128x128Tf32x3, Sm80Mma64x64Vec4Tf32x3, Sm80Mma64x64ScalarTf32x3],
         (_, true, Precision::Tf32x3) => &[Sm90Pingpong64x128Tf32x3, Sm80Mma64x64Vec4Tf32x3, Sm80Mma64x64ScalarTf32x3],
         (_, false, Precision::Tf32x3) => &[Sm80Mma64x64ScalarTf32x3],
         (Large, true, _) => &[Sm90Cooperative128x256Cluster2, Sm90Pingpong128x128, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],

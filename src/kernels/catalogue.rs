@@ -220,15 +220,17 @@ kernel_table! {
     Sm90Cooperative128x256Cluster2 => wgmma("ge_sm90_cooperative_128x256x32_s4_cluster2", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], GE_SM90_CLUSTER_M, Precision::Tf32);
     /// [`Kernel::Sm90Cooperative128x256Cluster2`], truncating.
     Sm90Cooperative128x256Cluster2Trunc => wgmma("ge_sm90_cooperative_128x256x32_s4_cluster2_trunc", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], GE_SM90_CLUSTER_M, Precision::Tf32Truncated);
-    /// TMA + wgmma ping-pong in [`Precision::Tf32x3`], 128×128×32 tiles, 4 stages (each holds X
-    /// and W's two parts): X split into big and small TF32 parts in registers, three wgmmas per
-    /// k-step; W read already split ([`Kernel::needs_split_w`]). Auto's Tf32x3 kernel on sm_90
-    /// beyond one wave of [`Kernel::Sm90Pingpong64x128Tf32x3`]'s tiles.
-    Sm90Pingpong128x128Tf32x3 => wgmma("ge_sm90_pingpong_128x128x32_s4_x3", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_X3_TILE_M, GE_SM90_PINGPONG_128X128_X3_TILE_N, GE_SM90_PINGPONG_128X128_X3_TILE_K, GE_SM90_PINGPONG_128X128_X3_STAGES, GE_SM90_PINGPONG_128X128_X3_THREADS, GE_SM90_PINGPONG_128X128_X3_SMEM_BYTES], 1, Precision::Tf32x3);
-    /// [`Kernel::Sm90Pingpong128x128Tf32x3`] in clusters of 2 along M, each CTA multicasting half
+    /// TMA + wgmma cooperative in [`Precision::Tf32x3`], 128×128×32 tiles (64 rows per consumer
+    /// warpgroup), 4 stages (each holds X and W's two parts): X split into big and small TF32
+    /// parts in registers, three wgmmas per k-step, each k-block's sum added into the
+    /// accumulator on the CUDA cores; W read already split ([`Kernel::needs_split_w`]). Auto's
+    /// Tf32x3 kernel on sm_90 beyond one wave of [`Kernel::Sm90Pingpong64x128Tf32x3`]'s tiles.
+    Sm90Cooperative128x128Tf32x3 => wgmma("ge_sm90_cooperative_128x128x32_s4_x3", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X128_X3_TILE_M, GE_SM90_COOPERATIVE_128X128_X3_TILE_N, GE_SM90_COOPERATIVE_128X128_X3_TILE_K, GE_SM90_COOPERATIVE_128X128_X3_STAGES, GE_SM90_COOPERATIVE_128X128_X3_THREADS, GE_SM90_COOPERATIVE_128X128_X3_SMEM_BYTES], 1, Precision::Tf32x3);
+    /// [`Kernel::Sm90Cooperative128x128Tf32x3`] in clusters of 2 along M, each CTA multicasting half
     /// of both W tiles.
-    Sm90Pingpong128x128Cluster2Tf32x3 => wgmma("ge_sm90_pingpong_128x128x32_s4_cluster2_x3", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_X3_TILE_M, GE_SM90_PINGPONG_128X128_X3_TILE_N, GE_SM90_PINGPONG_128X128_X3_TILE_K, GE_SM90_PINGPONG_128X128_X3_STAGES, GE_SM90_PINGPONG_128X128_X3_THREADS, GE_SM90_PINGPONG_128X128_X3_SMEM_BYTES], GE_SM90_CLUSTER_M, Precision::Tf32x3);
-    /// [`Kernel::Sm90Pingpong128x128Tf32x3`] with 64×128×32 tiles: small M.
+    Sm90Cooperative128x128Cluster2Tf32x3 => wgmma("ge_sm90_cooperative_128x128x32_s4_cluster2_x3", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X128_X3_TILE_M, GE_SM90_COOPERATIVE_128X128_X3_TILE_N, GE_SM90_COOPERATIVE_128X128_X3_TILE_K, GE_SM90_COOPERATIVE_128X128_X3_STAGES, GE_SM90_COOPERATIVE_128X128_X3_THREADS, GE_SM90_COOPERATIVE_128X128_X3_SMEM_BYTES], GE_SM90_CLUSTER_M, Precision::Tf32x3);
+    /// The ping-pong kernel of [`Precision::Tf32x3`], 64×128×32 tiles (each consumer a whole
+    /// tile), 4 stages: small M.
     Sm90Pingpong64x128Tf32x3 => wgmma("ge_sm90_pingpong_64x128x32_s4_x3", Schedule::Pingpong, [GE_SM90_PINGPONG_64X128_X3_TILE_M, GE_SM90_PINGPONG_64X128_X3_TILE_N, GE_SM90_PINGPONG_64X128_X3_TILE_K, GE_SM90_PINGPONG_64X128_X3_STAGES, GE_SM90_PINGPONG_64X128_X3_THREADS, GE_SM90_PINGPONG_64X128_X3_SMEM_BYTES], 1, Precision::Tf32x3);
 }
 
