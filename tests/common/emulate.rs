@@ -55,7 +55,7 @@ pub fn verify_emulated(case: &Case, inputs: &Inputs, fused: &[f32], plan: &Plan,
     let w = Converted::new(inputs.w_host(case), cw);
     let b = inputs.b_host(case);
     let terms = k * x.terms_per_k(&w) + case.bias as usize;
-    let c = emulated_coeff(2 * terms);
+    let c = emulated_coeff(terms);
     let full = (m as u64) * (n as u64) * (k.max(1) as u64) <= FULL_REF_MACS as u64;
     let (rows, cols): (Vec<usize>, Vec<usize>) =
         if full { ((0..m).collect(), (0..n).collect()) } else { (sample_indices(m, rng, 24), sample_indices(n, rng, 24)) };
