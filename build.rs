@@ -35,7 +35,7 @@ fn main() {
         std::fs::write(manifest.join("src/sys/bindings.rs"), generate_bindings(&header))
             .unwrap_or_else(|e| fail(&format!("cannot write src/sys/bindings.rs: {e}")));
     }
-    for var in ["NVCC", "CUDA_HOME", "CUDA_PATH", "GEMM_EPILOGUE_NVCC_FLAGS", "DOCS_RS"] {
+    for var in ["NVCC", "CUDA_HOME", "CUDA_PATH", "GEMM_EPILOGUE_NVCC_FLAGS", "GEMM_EPILOGUE_MUTATION", "DOCS_RS"] {
         println!("cargo:rerun-if-env-changed={var}");
     }
 
@@ -64,6 +64,17 @@ fn main() {
         .arg(manifest.join(KERNELS));
     if let Ok(extra) = env::var("GEMM_EPILOGUE_NVCC_FLAGS") {
         cmd.args(extra.split_whitespace());
+    }
+    // Tests only: `GEMM_EPILOGUE_MUTATION=<n>` compiles the kernels with one deliberate bug (the
+    // `#if GE_MUTATION == n` hooks in csrc/common/), so tools/mutation_run.sh can prove that the
+    // oracles catch it. Unset (the default): no hook is compiled in.
+    if let Ok(n) = env::var("GEMM_EPILOGUE_MUTATION") {
+        let n = n.trim();
+        if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) || n == "0" {
+            fail(&format!("GEMM_EPILOGUE_MUTATION={n:?}: expected a mutation number (1, 2, ...)"));
+        }
+        println!("cargo:warning=GEMM_EPILOGUE_MUTATION={n}: the kernels are built with deliberate bug #{n} (tests only)");
+        cmd.arg(format!("-DGE_MUTATION={n}"));
     }
     let output = cmd.output().unwrap_or_else(|e| fail(&format!("could not run {}: {e}", nvcc.display())));
     // The ptxas resource report (registers, smem, spills) is kept next to the fatbin.

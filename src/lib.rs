@@ -27,7 +27,7 @@
 //! let b = stream.clone_htod(&vec![0.5f32; n])?;
 //! let layer = Linear::new(gemm, w, Some(b), k, n, 0.5)?;
 //! let x = stream.clone_htod(&vec![1.0f32; m * k])?;
-//! let out = layer.forward(&x, m)?; // m × n, computed on `stream`
+//! let out = layer.forward(&x, m)?.expect("m × n is not empty"); // computed on `stream`
 //! let host = stream.clone_dtoh(&out)?;
 //! assert_eq!(host.len(), m * n);
 //! # Ok(()) }

@@ -1,5 +1,7 @@
 //! A layer-like type: `nn.Linear(in_features, out_features)` followed by `y*s + y`, fused.
 
+use std::sync::Arc;
+
 use cudarc::driver::{CudaSlice, CudaStream, DeviceSlice};
 
 use crate::error::{Error, Operand, Result};
@@ -87,7 +89,16 @@ impl Linear {
     /// use one it also allocates a workspace (see [`FusedGemm::run_with_workspace`]): to repack
     /// x and W when `in_features` is not a multiple of 4, and for stream-K's partial tiles on
     /// sm_90. [`Linear::forward_into`] allocates nothing and uses neither.
-    pub fn forward(&self, x: &CudaSlice<f32>, rows: usize) -> Result<CudaSlice<f32>> {
+    ///
+    /// Returns `Ok(None)` when the output is empty (`rows` or `out_features` is 0): nothing is
+    /// allocated or launched, as [`FusedGemm::run`] returns `Ok(None)` for an empty problem. An
+    /// empty batch is valid input (PyTorch returns an empty tensor), so it is not an error; and
+    /// it cannot be an empty `CudaSlice`, since the driver allocates no 0-byte buffer
+    /// (`cuMemAlloc` rejects a size of 0) — a 1-element stand-in would hand the caller an
+    /// uninitialised element. An allocation the driver refuses (out of memory) is
+    /// [`Error::Driver`], one whose byte count overflows is [`Error::DimensionTooLarge`]; neither
+    /// panics.
+    pub fn forward(&self, x: &CudaSlice<f32>, rows: usize) -> Result<Option<CudaSlice<f32>>> {
         let stream = x.stream().clone();
         let x = MatrixRef::from_slice(x, rows, self.in_features);
         let len = rows.checked_mul(self.out_features).ok_or(Error::DimensionTooLarge {
@@ -97,21 +108,25 @@ impl Linear {
         })?;
         // Validate before allocating, so a bad call allocates nothing.
         self.check_input(&x)?;
+        if len == 0 {
+            return Ok(None);
+        }
+        let w = &self.prepared;
+        // Also validates rows against the kernels' limits, before anything is allocated.
+        let workspace_len = self.gemm.workspace_len(&stream, &x, w)?;
         // SAFETY: every one of the rows × out_features elements is written by the kernel before
         // anything can read it (stream order); on a launch error the buffer is dropped unread.
-        let mut out = unsafe { stream.alloc::<f32>(len.max(1)) }?;
+        let mut out = unsafe { alloc_f32(&stream, len, "rows · out_features (output bytes)") }?;
         let mut out_view = MatrixMut::new(out.slice_mut(0..len), rows, self.out_features);
         let bias = self.bias.as_ref().map(|b| b.as_view());
-        let w = &self.prepared;
-        let workspace_len = self.gemm.workspace_len(&stream, &x, w)?;
         if workspace_len > 0 {
             // SAFETY: scratch written by the repack kernels before the GEMM reads it.
-            let mut workspace = unsafe { stream.alloc::<f32>(workspace_len) }?;
+            let mut workspace = unsafe { alloc_f32(&stream, workspace_len, "workspace bytes") }?;
             self.gemm.run_with_workspace(&stream, &x, w, bias.as_ref(), self.scale, &mut out_view, &mut workspace.as_view_mut())?;
         } else {
             self.gemm.run(&stream, &x, w, bias.as_ref(), self.scale, &mut out_view)?;
         }
-        Ok(out)
+        Ok(Some(out))
     }
 
     /// Like [`Linear::forward`] into a caller-provided (possibly strided) output, on `stream`,
@@ -132,4 +147,19 @@ impl Linear {
         }
         Ok(())
     }
+}
+
+/// `len` (> 0) uninitialised f32 on `stream`, or a typed error. cudarc computes the byte count
+/// as `len · 4` unchecked — a panic in a debug build, a wrapped (too small) allocation in a
+/// release build — so it is checked here first; a refusal by the driver (out of memory) comes
+/// back as [`Error::Driver`].
+///
+/// # Safety
+/// The memory is uninitialised: the caller writes it before anything reads it.
+unsafe fn alloc_f32(stream: &Arc<CudaStream>, len: usize, what: &'static str) -> Result<CudaSlice<f32>> {
+    const MAX: usize = isize::MAX as usize / std::mem::size_of::<f32>();
+    if len > MAX {
+        return Err(Error::DimensionTooLarge { what, value: len, max: MAX });
+    }
+    Ok(stream.alloc::<f32>(len)?)
 }

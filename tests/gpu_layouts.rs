@@ -526,7 +526,7 @@ fn linear_forward_matches_run() {
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
 
         // forward ≡ run(_with_workspace) on the layer's prepared weight, as workspace_len says.
-        let y = g.stream.clone_dtoh(&layer.forward(&x, m).expect("forward")).unwrap();
+        let y = g.stream.clone_dtoh(&layer.forward(&x, m).expect("forward").expect("not empty")).unwrap();
         assert_eq!(y.len(), m * n);
         let direct = {
             let mut out = g.stream.clone_htod(&common::poisoned(m * n)).unwrap();
@@ -585,7 +585,7 @@ fn linear_forward_repacks_when_k_is_not_a_multiple_of_4() {
     let b = inputs.b_host(&case).map(|b| g.stream.clone_htod(b).unwrap());
     let layer = Linear::new(g.gemm.clone(), w, b, k, n, case.scale).expect("Linear::new");
     let x = g.stream.clone_htod(&inputs.x[..m * k]).unwrap();
-    let y = g.stream.clone_dtoh(&layer.forward(&x, m).expect("forward")).unwrap();
+    let y = g.stream.clone_dtoh(&layer.forward(&x, m).expect("forward").expect("not empty")).unwrap();
     assert!(
         y.iter().zip(&outcome.fused).all(|(a, b)| a.to_bits() == b.to_bits()),
         "Linear::forward differs from run_with_workspace on a prepared weight ({plan:?})"
@@ -619,3 +619,42 @@ fn linear_rejects_wrong_lengths() {
         "{r:?}"
     );
 }
+
+/// An empty batch (`rows = 0`) or an empty layer output gives `Ok(None)`: nothing allocated,
+/// nothing launched, no uninitialised stand-in. An output too large to allocate is an error,
+/// not a panic: past what a byte count can hold `DimensionTooLarge`, within it the driver's
+/// out-of-memory `Driver` error. Needs 0-length device buffers, which cudarc makes with
+/// `CudaStream::null` where the driver allows a 0-byte allocation (skipped where it does not).
+#[test]
+fn linear_forward_of_empty_or_unallocatable_outputs() {
+    let Some(g) = common::gpu() else { return };
+    let empty = match g.stream.null::<f32>() {
+        Ok(e) => e,
+        Err(e) => {
+            println!("skipped: this driver refuses a 0-byte allocation ({e:?}), so no empty x can be made");
+            return;
+        }
+    };
+    // K = 0: x of any number of rows is the empty buffer; v = b.
+    let n = 1usize << 20;
+    let layer = Linear::new(g.gemm.clone(), g.stream.null::<f32>().expect("null"), None, 0, n, 0.5).expect("a layer with in_features = 0");
+    assert!(matches!(layer.forward(&empty, 0), Ok(None)), "rows = 0 must give Ok(None)");
+    // 2^40 · 2^20 elements: no device has 4 EiB.
+    match layer.forward(&empty, 1 << 40) {
+        Err(Error::DimensionTooLarge { .. }) | Err(Error::Driver(_)) => {}
+        r => panic!("an output of 2^60 elements must be refused with an error, got {r:?}"),
+    }
+    // 2^45 · 2^20 = 2^65 overflows usize.
+    assert!(matches!(layer.forward(&empty, 1 << 45), Err(Error::DimensionTooLarge { .. })));
+    // 2^30 · 2^20 = 2^50 elements, 4 PiB: the driver's out-of-memory error.
+    match layer.forward(&empty, 1 << 30) {
+        Err(Error::Driver(e)) => println!("4 PiB output: {e:?}"),
+        Err(Error::DimensionTooLarge { .. }) => {}
+        r => panic!("a 4 PiB output must be an error, got {r:?}"),
+    }
+    // A layer with out_features = 0: any batch gives Ok(None).
+    let layer = Linear::new(g.gemm.clone(), g.stream.null::<f32>().expect("null"), None, 64, 0, 0.5).expect("out_features = 0");
+    let x = g.stream.clone_htod(&vec![1.0f32; 3 * 64]).unwrap();
+    assert!(matches!(layer.forward(&x, 3), Ok(None)), "out_features = 0 must give Ok(None)");
+}
+

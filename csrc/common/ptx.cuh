@@ -34,10 +34,21 @@ __device__ __forceinline__ float round_tf32(float x) { return __uint_as_float(cv
 // payloads >= 0x7ffff000 of either sign, such as CUDA's 0x7fffffff), so NaN stays NaN; as with
 // truncation, only a NaN whose payload lies entirely in the 13 dropped bits reads as +-Inf.
 __device__ __forceinline__ uint32_t add_half_ulp_tf32(uint32_t x) {
+#if GE_MUTATION == 4
+    // Mutation 4 (tests only, tools/mutation_run.sh): no half ulp added, so the operands the
+    // kernels should round in registers are truncated.
+    return x;
+#endif
     uint32_t r;
     asm("{\n\t"
         ".reg .u32 t;\n\t"
+#if GE_MUTATION == 5
+        // Mutation 5 (tests only): one less than half an ulp, so exact ties round toward zero
+        // instead of away (every other value still rounds to nearest).
+        "add.u32 t, %1, 0x0fff;\n\t"
+#else
         "add.u32 t, %1, 0x1000;\n\t"
+#endif
         "max.s32 t, t, %1;\n\t"
         "max.u32 %0, t, %1;\n\t"
         "}"

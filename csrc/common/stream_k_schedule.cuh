@@ -76,6 +76,16 @@ struct StreamKSchedule {
     // predecessor computes at the end of its range, and with ranges longer than a tile those
     // waits chain from CTA to CTA, serialising the stream-K CTAs.
     __device__ __forceinline__ WorkItem item(int j) const {
+#if GE_MUTATION == 1
+        // Mutation 1 (tests only, tools/mutation_run.sh): CTA 0's last item skips its last k-block.
+        // Producer and consumer read the same item, and no later item's ring position depends
+        // on it, so the kernel runs to completion with one k-block of one tile missing.
+        WorkItem w = item_exact(j);
+        if (cta == 0 && j == items() - 1 && w.kb_end - w.kb_begin > 1) w.kb_end -= 1;
+        return w;
+    }
+    __device__ __forceinline__ WorkItem item_exact(int j) const {
+#endif
         if (j < dp_items) return {cta + j * grid, 0, k_tiles, static_cast<uint64_t>(j) * k_tiles, -1, true, cta};
         const int t = static_cast<int>((u1 - 1) / k_tiles) - (j - dp_items);  // stream-K tile
         const int64_t first = static_cast<int64_t>(t) * k_tiles, last = first + k_tiles;

@@ -24,6 +24,11 @@ struct GroupedRaster {
 
     // Linear tile id -> tile; the last group has fewer tile rows when tiles_m % GROUP_M != 0.
     __device__ __forceinline__ Tile tile(int id) const {
+#if GE_MUTATION == 3
+        // Mutation 3 (tests only, tools/mutation_run.sh): tile 1 is mapped onto tile 0, so tile 0
+        // is computed and stored twice (the same values) and tile 1 is never stored.
+        if (id == 1) id = 0;
+#endif
         const int tiles_per_group = GROUP_M * tiles_n;
         const int group = id / tiles_per_group;
         const int first_m = group * GROUP_M;

@@ -5,11 +5,14 @@
 //! - [`CublasLtLinear`]: cuBLASLt's GEMM with its bias epilogue in one call;
 //! - [`timing`]: interleaved CUDA-event timing of several variants;
 //! - [`reference`](mod@reference): the f64 CPU reference with a per-element error scale, and the seeded
-//!   generator of test inputs.
+//!   generator of test inputs;
+//! - [`tf32`]: the TF32-emulating reference (operands converted as a call converted them, f64
+//!   sums) and its accumulation bound.
 
 mod cublas;
 mod cublaslt;
 pub mod reference;
+pub mod tf32;
 pub mod timing;
 
 use std::fmt;

@@ -90,6 +90,13 @@ fn refused_for_want_of_rounded_w(g: &Gpu, case: &Case, kernel: Kernel) -> bool {
 /// be `KernelUnavailable` naming `kernel`, and one for want of a rounded W must mention the
 /// prepared weight.
 pub fn accepts(g: &Gpu, case: &Case, kernel: Kernel) -> bool {
+    refusal(g, case, kernel).is_none()
+}
+
+/// [`accepts`], with the crate's reason when it refuses: `None` when forcing `kernel` on `case`
+/// is accepted, else the refusal's message (`KernelUnavailable`'s typed reason). Asserts, as
+/// [`accepts`] does, that the answer is the specified one.
+pub fn refusal(g: &Gpu, case: &Case, kernel: Kernel) -> Option<String> {
     let d = DeviceInputs::zeroed(g, case);
     let forced = case.force(kernel);
     let gemm = forced.gemm(&g.gemm);
@@ -103,12 +110,14 @@ pub fn accepts(g: &Gpu, case: &Case, kernel: Kernel) -> bool {
         let o = MatrixMut::with_ld(out.slice_mut(case.off_o..case.off_o + len), case.m, case.n, case.ldo());
         w.plan(&gemm, &g.stream, &x, b.as_ref(), &o).map(|_| ())
     };
+    let mut reason = None;
     let accepted = match answer {
         Ok(()) => true,
         Err(e @ Error::KernelUnavailable { kernel: k, .. }) if k == kernel => {
             if refused_for_want_of_rounded_w(g, case, kernel) {
                 assert!(e.to_string().contains("prepared weight"), "forcing {kernel:?} on {case:?}: a refusal for want of a rounded W must point to the prepared weight: {e}");
             }
+            reason = Some(e.to_string());
             false
         }
         Err(e) => panic!("forcing {kernel:?} on {case:?}: expected a plan or KernelUnavailable, got {e:?}"),
@@ -126,7 +135,7 @@ pub fn accepts(g: &Gpu, case: &Case, kernel: Kernel) -> bool {
         case.prepared_w,
         g.gemm.wave(kernel)
     );
-    accepted
+    reason
 }
 
 /// The promises every plan of a non-empty `case` keeps, whatever the dispatch, and those of

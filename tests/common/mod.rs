@@ -31,6 +31,10 @@
 //!   ([`assert_plan_keeps_the_contract`]);
 //! - `twins`: a rounding kernel and its truncating twin ([`trunc_twin`], [`rounding_twin`]);
 //! - `bounds`: the error bounds (their derivation is that module's documentation);
+//! - `exact`: the exact oracle: small-integer inputs whose products and partial sums are exact
+//!   in fp32 and TF32, the exact output, and the bitwise comparison ([`assert_bitwise`]);
+//! - `emulate`: the TF32-emulating check ([`verify_emulated`]): operands converted as the call
+//!   converted them ([`conversions`]), held to the fp32-accumulation bound;
 //! - `inputs`: [`Inputs`] on the host, [`DeviceInputs`] on the device, and the parallel helpers
 //!   that generate and check them;
 //! - `check`: running a case ([`execute`]), checking its numbers ([`verify`], [`check`]) and
@@ -42,6 +46,8 @@ mod bounds;
 mod case;
 mod check;
 mod contract;
+mod emulate;
+mod exact;
 mod gpu;
 mod inputs;
 mod poison;
@@ -57,7 +63,11 @@ pub use case::{out_len, Case, XDist};
 #[allow(unused_imports)]
 pub use check::{check, check_inputs, epilogue_f32, execute, execute_on, expect_refused, verify, Outcome};
 #[allow(unused_imports)]
-pub use contract::{accepts, assert_plan_keeps_the_contract, specified_to_accept, REPACK_MIN_MACS};
+pub use contract::{accepts, assert_plan_keeps_the_contract, refusal, specified_to_accept, REPACK_MIN_MACS};
+#[allow(unused_imports)]
+pub use emulate::{conversions, verify_emulated, EMUL_NORM_TOL};
+#[allow(unused_imports)]
+pub use exact::{assert_bitwise, exact_output, integer_inputs, B_MAX, K_MAX, SCALES as EXACT_SCALES, XW_MAX};
 #[allow(unused_imports)]
 pub use gpu::{gpu, hopper_gpu, require_gpu, Gpu};
 #[allow(unused_imports)]
