@@ -9,7 +9,7 @@
 //!    rounded to nearest (`cvt.rna.tf32` in the mma.sync kernels, half an ulp added in registers
 //!    by the sm_90 kernels that round X, a repack or a prepared weight for W; like cuBLAS) and
 //!    u = 2⁻¹⁰ when the tensor core truncates the fp32 bits it is fed (the `Trunc` kernels, or W
-//!    read as given): [`Plan::rounding`] says which. The product of two
+//!    read as given): [`Plan::precision`] says which. The product of two
 //!    TF32 values (11 × 11 significant bits) is exact in fp32, so |x̂ŵ − xw| ≤ (2u + u²)|xw|.
 //! 2. fp32 accumulation of the K products and the bias: each of the ≤ K+1 additions errs by at most
 //!    one unit of its partial sum, whose size is ≤ A. Tensor-core adders are not guaranteed to
@@ -30,7 +30,7 @@
 //! These worst-case bounds are loose (they allow ~2·u relative error per product), so the real
 //! accuracy test is statistical: ‖out − ref‖₂ / ‖ref‖₂ ≤ 1e-3 over the checked elements (at least
 //! [`MIN_NORM_COUNT`] of them, so that a single cancelling element cannot dominate ‖ref‖) when
-//! the operands were rounded to nearest ([`Plan::rounding`]), 2e-3 when they were truncated (u is
+//! the operands were rounded to nearest ([`Plan::precision`]), 2e-3 when they were truncated (u is
 //! twice as large). Simulated on the CPU for this data (x ~ U[0,1) or U(−1,1), w, b ~ U(−1/√K,
 //! 1/√K)): ≈ 2.6e-4 with round-to-nearest TF32 operands and ≈ 7e-4 with truncated ones (the
 //! truncation bias shrinks every product by ≈ 3.4e-4 per operand on average) for large K; with

@@ -147,7 +147,7 @@ pub fn refusal(g: &Gpu, case: &Case, kernel: Kernel) -> Option<String> {
 ///   are not aligned; W is repacked iff the kernel needs aligned rows and W's are not (a prepared
 ///   W's are when K % 4 == 0), or the kernel [`Kernel::needs_rounded_w`] and W is not a prepared
 ///   weight. Nothing else is ever repacked;
-/// - [`Plan::rounding`] is `Nearest` iff both operands reached the tensor cores rounded: X when
+/// - [`Plan::precision`] is `Nearest` iff both operands reached the tensor cores rounded: X when
 ///   the kernel rounds ([`Kernel::rounding`] is `Nearest`, which for a kernel that needs W
 ///   rounded means X in registers) or X was repacked; W when the kernel rounds it (`Nearest`
 ///   and not [`Kernel::needs_rounded_w`]), or it was repacked, or it is a weight prepared by a
