@@ -74,9 +74,14 @@ fn emulated_every_kernel_on_odd_shapes() {
                     continue;
                 }
             }
+            if kernel.is_none() && common::auto_refuses(&g, &case) {
+                println!("skipped: Auto on {case:?}: a split weight needs X with 16-byte rows or a workspace");
+                skipped += 1;
+                continue;
+            }
             let o = common::execute_on(&g, &case, &d, false);
             let plan = o.plan.expect("ran");
-            let rel = common::verify_emulated(&case, &inputs, &o.fused, &plan, case.effective_precision(&g.gemm), &mut rng);
+            let rel = common::verify_emulated(&case, &inputs, &o.fused, &plan, case.effective_precision(&g.gemm), g.is_hopper(), &mut rng);
             println!("{}x{}x{} {:?}: ‖diff‖/‖magnitude‖ = {rel:.2e} ({:?}, stream-K {})", case.m, case.n, case.k, plan.kernel, plan.precision, plan.stream_k_tiles);
             worst = worst.max(rel);
             checked += 1;

@@ -152,7 +152,7 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
         if let Some(why) = unsupported(kernel, device, occupancy) {
             return Some(why);
         }
-        if kernel.precision() == Precision::Tf32x3 && !kernel.needs_split_w() && w_form == WeightForm::Split {
+        if kernel.precision() == Precision::Tf32x3 && !kernel.needs_split_w() && w_form == WeightForm::Split && s.k > 0 {
             return Some("this kernel splits a raw W itself and cannot read a split prepared weight (only the sm_90 Tf32x3 kernels can: they need X with 16-byte rows, or a workspace to repack X into)");
         }
         match kernel.family() {

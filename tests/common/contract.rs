@@ -51,7 +51,7 @@ pub fn specified_to_accept(g: &Gpu, case: &Case, kernel: Kernel) -> bool {
         !kernel.needs_rounded_w() || form != WForm::Raw || room_to_repack
     };
     // The mma.sync Tf32x3 kernels split a raw W themselves; a split weight is not one.
-    let split_ok = !(kernel.precision() == Precision::Tf32x3 && !kernel.needs_split_w() && form == WForm::Split);
+    let split_ok = !(kernel.precision() == Precision::Tf32x3 && !kernel.needs_split_w() && form == WForm::Split && case.k > 0);
     runs_here && !(tma && case.k == 0) && rows_ok && w_ok && split_ok
 }
 
@@ -262,4 +262,10 @@ pub fn assert_plan_keeps_the_contract(g: &Gpu, case: &Case, p: &Plan) {
             }
         }
     }
+}
+
+/// Whether Auto must refuse `case` (documented): a split weight (a Tf32x3 handle's on sm_90) is
+/// read by the TMA kernels alone, which need X with 16-byte rows or a workspace to repack X into.
+pub fn auto_refuses(g: &Gpu, case: &Case) -> bool {
+    w_form(g, case) == WForm::Split && !case.workspace && !case.x_rows_aligned() && case.k > 0 && case.m > 0 && case.n > 0
 }

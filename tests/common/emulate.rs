@@ -27,7 +27,7 @@ pub const EMUL_NORM_TOL: f64 = 1e-5;
 /// - `Tf32Truncated`: X rounded when the kernel rounds it or it was repacked, W rounded when the
 ///   kernel rounds it (a kernel that reads W as given does not), it was repacked, or it is a
 ///   weight prepared by a rounding handle; the rest truncated.
-pub fn conversions(case: &Case, plan: &Plan, handle: Precision) -> (Conversion, Conversion) {
+pub fn conversions(case: &Case, plan: &Plan, handle: Precision, hopper: bool) -> (Conversion, Conversion) {
     let k = plan.kernel;
     match plan.precision {
         Precision::Tf32x3 => (Conversion::Split, Conversion::Split),
@@ -37,7 +37,10 @@ pub fn conversions(case: &Case, plan: &Plan, handle: Precision) -> (Conversion, 
             let rounds = k.precision() == Precision::Tf32;
             let conv = |rounded: bool| if rounded { Conversion::Round } else { Conversion::Truncate };
             let x = conv(rounds || plan.repack_x);
-            let w = conv((rounds && !k.needs_rounded_w()) || plan.repack_w || (case.prepared_w && handle == Precision::Tf32));
+            // A weight prepared rounded, or split (whose big parts, all such a kernel reads, are W
+            // rounded: a Tf32x3 handle's weight on sm_90), reaches the kernel rounded.
+            let prepared_rounded = case.prepared_w && (handle == Precision::Tf32 || (handle == Precision::Tf32x3 && hopper));
+            let w = conv((rounds && !k.needs_rounded_w()) || plan.repack_w || prepared_rounded);
             assert!(x == Conversion::Truncate || w == Conversion::Truncate, "{plan:?} says truncated but both operands were rounded");
             (x, w)
         }
@@ -48,9 +51,9 @@ pub fn conversions(case: &Case, plan: &Plan, handle: Precision) -> (Conversion, 
 /// Checks a fused output (dense M × N) against the emulating reference: every element (or, past
 /// [`FULL_REF_MACS`], sampled rows × columns) within the per-element bound, and the normwise
 /// error relative to the magnitude within [`EMUL_NORM_TOL`]. Returns ‖out − emul‖/‖magnitude‖.
-pub fn verify_emulated(case: &Case, inputs: &Inputs, fused: &[f32], plan: &Plan, handle: Precision, rng: &mut Rng) -> f64 {
+pub fn verify_emulated(case: &Case, inputs: &Inputs, fused: &[f32], plan: &Plan, handle: Precision, hopper: bool, rng: &mut Rng) -> f64 {
     let (m, n, k) = (case.m, case.n, case.k);
-    let (cx, cw) = conversions(case, plan, handle);
+    let (cx, cw) = conversions(case, plan, handle, hopper);
     let x = Converted::new(inputs.x_host(case), cx);
     let w = Converted::new(inputs.w_host(case), cw);
     let b = inputs.b_host(case);

@@ -63,7 +63,7 @@ pub use case::{out_len, Case, XDist};
 #[allow(unused_imports)]
 pub use check::{check, check_inputs, epilogue_f32, execute, execute_on, expect_refused, verify, Outcome};
 #[allow(unused_imports)]
-pub use contract::{accepts, assert_plan_keeps_the_contract, refusal, specified_to_accept, REPACK_MIN_MACS};
+pub use contract::{accepts, auto_refuses, assert_plan_keeps_the_contract, refusal, specified_to_accept, REPACK_MIN_MACS};
 #[allow(unused_imports)]
 pub use emulate::{conversions, verify_emulated, EMUL_NORM_TOL};
 #[allow(unused_imports)]
