@@ -114,10 +114,14 @@ fn preference(size: Size, aligned_rows: bool, precision: Precision) -> &'static 
         (_, true, Precision::Tf32x3) => &[Sm90Pingpong64x128Tf32x3, Sm80Mma64x64Vec4Tf32x3, Sm80Mma64x64ScalarTf32x3],
         (_, false, Precision::Tf32x3) => &[Sm80Mma64x64ScalarTf32x3],
         (Large, true, _) => &[Sm90Cooperative128x256Cluster2, Sm90Pingpong128x128, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
-        (Medium, true, _) => &[Sm90Pingpong128x128, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
+        // Rounding X in registers stalls a ping-pong consumer's wgmma issue while the other
+        // consumer waits its turn; the cooperative kernel's two consumers fill each other's
+        // gaps: measured, its 128×256 build matches the truncating 128×128 ping-pong on medium
+        // problems where the rounding ping-pong is 1.3–1.6× slower (docs/BENCHMARKS.md).
+        (Medium, true, _) => &[Sm90Cooperative128x256, Sm90Pingpong128x128, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
         (Small64x64, true, _) => &[Sm90Pingpong64x64, Sm80Mma64x64Vec4],
         (Small64x128, true, _) => &[Sm90Pingpong64x128, Sm80Mma64x64Vec4],
-        (Small, true, _) => &[Sm90Pingpong128x128, Sm80Mma64x64Vec4],
+        (Small, true, _) => &[Sm90Cooperative128x256, Sm90Pingpong128x128, Sm80Mma64x64Vec4],
         (Large | Medium, false, _) => &[Sm80Mma128x256Scalar, Sm80Mma128x128Scalar, Sm80Mma64x64Scalar],
         (_, false, _) => &[Sm80Mma64x64Scalar],
     }
@@ -210,7 +214,7 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
         smem_bytes: spec.smem_bytes,
         repack_x,
         repack_w,
-        precision: plan_precision(kernel, repack_x, repack_w, w_form),
+        precision: plan_precision(kernel, repack_x, repack_w, w_form, s.k),
         stream_k_tiles: sk.map_or(0, |sk| sk.tiles),
         stream_k_ctas: sk.map_or(0, |sk| sk.ctas),
         tma_store: false,
@@ -231,7 +235,8 @@ fn fits_any_repack(s: Shape, x_ok: bool, w_ok: bool, workspace: usize) -> bool {
 /// kernel but those that read W split reads of it) cannot be more than rounded; a raw W is
 /// split by the Tf32x3 kernels (or by their repack), rounded by the Tf32 kernels or a repack,
 /// else truncated.
-fn plan_precision(kernel: Kernel, repack_x: bool, repack_w: bool, w_form: WeightForm) -> Precision {
+/// With K = 0 no product is computed and a split weight's parts are never read.
+fn plan_precision(kernel: Kernel, repack_x: bool, repack_w: bool, w_form: WeightForm, depth: usize) -> Precision {
     use Precision::{Tf32, Tf32Truncated, Tf32x3};
     let k = kernel.precision();
     let x = match k {
@@ -240,7 +245,7 @@ fn plan_precision(kernel: Kernel, repack_x: bool, repack_w: bool, w_form: Weight
         _ => Tf32Truncated,
     };
     let w = match (k, repack_w, w_form) {
-        (_, false, WeightForm::Split) if kernel.needs_split_w() => Tf32x3,
+        (Tf32x3, false, WeightForm::Split) if kernel.needs_split_w() || depth == 0 => Tf32x3,
         (_, _, WeightForm::Rounded | WeightForm::Split) => Tf32,
         (Tf32x3, _, WeightForm::Raw) => Tf32x3,
         (Tf32, _, WeightForm::Raw) | (_, true, WeightForm::Raw) => Tf32,

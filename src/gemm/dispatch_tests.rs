@@ -154,7 +154,7 @@ fn rounding_decides_between_truncating_and_rounding_kernels() {
     let p = pick(&H200(), Truncate, usize::MAX);
     assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision), (Kernel::Sm90Cooperative128x256Cluster2Trunc, false, false, Truncate));
     // Each size class has its rounding kernel, with a prepared W.
-    for (m, k) in [(1, Kernel::Sm90Pingpong64x64), (200, Kernel::Sm90Pingpong64x128), (1024, Kernel::Sm90Pingpong128x128)] {
+    for (m, k) in [(1, Kernel::Sm90Pingpong64x64), (200, Kernel::Sm90Pingpong64x128), (1024, Kernel::Sm90Cooperative128x256)] {
         let p = select_prepared(&H200(), Dispatch::Auto, Nearest, shape(m, 4096, 4096), a, 0).unwrap();
         assert_eq!((p.kernel, p.precision), (k, Nearest), "M = {m}");
     }
