@@ -23,7 +23,7 @@ pub const EMUL_NORM_TOL: f64 = 1e-5;
 
 /// How X and W reached the tensor cores in the call that produced `plan`: `handle` is the
 /// precision of the handle that ran it (it prepared W when [`Case::prepared_w`]).
-/// - `Tf32x3`: both split; `Tf32`: both rounded to nearest;
+/// - `Tf32x3`: both split; `Tf32`: both rounded to nearest (X split by a Tf32x3 kernel);
 /// - `Tf32Truncated`: X rounded when the kernel rounds it or it was repacked, W rounded when the
 ///   kernel rounds it (a kernel that reads W as given does not), it was repacked, or it is a
 ///   weight prepared by a rounding handle; the rest truncated.
@@ -31,6 +31,9 @@ pub fn conversions(case: &Case, plan: &Plan, handle: Precision, hopper: bool) ->
     let k = plan.kernel;
     match plan.precision {
         Precision::Tf32x3 => (Conversion::Split, Conversion::Split),
+        // A Tf32x3 kernel splits X whatever W is: with a W that reached it rounded (a weight
+        // prepared by a Tf32 handle) the plan says Tf32, but X went in split.
+        Precision::Tf32 if k.precision() == Precision::Tf32x3 => (Conversion::Split, Conversion::Round),
         Precision::Tf32 => (Conversion::Round, Conversion::Round),
         Precision::Tf32Truncated => {
             assert_ne!(k.precision(), Precision::Tf32x3, "{plan:?}: a 3xTF32 kernel reported truncated operands");
