@@ -26,11 +26,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use gemm_epilogue::cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use gemm_epilogue::testbed::reference::{self, HostMatrix, SplitMix64 as Rng};
-use gemm_epilogue::testbed::{self, timing, CublasBaseline, CublasLtLinear, CublasLtPlan};
-use gemm_epilogue::{cuda_context, FusedGemm, MatrixMut, MatrixRef, Plan};
+use gemm_epilogue::testbed::{self, timing, CublasBaseline, CublasCompute, CublasLtLinear, CublasLtPlan};
+use gemm_epilogue::{cuda_context, FusedGemm, MatrixMut, MatrixRef, Plan, Precision};
 
 const USAGE: &str = "\
-usage: reference_workload [--m M] [--n N] [--k K] [--scale S] [--reps R] [--sample-ms MS] [--no-bias] [--seed SEED]
+usage: reference_workload [--m M] [--n N] [--k K] [--scale S] [--precision P] [--reps R] [--sample-ms MS] [--no-bias] [--seed SEED]
 
   out = (v*s) + v,  v = x·wᵀ + b   (x: M×K, w: N×K as nn.Linear, b: N; fp32, TF32 tensor cores)
 
@@ -38,6 +38,8 @@ usage: reference_workload [--m M] [--n N] [--k K] [--scale S] [--reps R] [--samp
   --n N        rows of w = columns of out        (default 4096)
   --k K        inner dimension                   (default 4096)
   --scale S    the s in v*s + v                  (default 0.5)
+  --precision P  ours: tf32 (default, rounded to nearest), tf32-truncated, or tf32x3
+               (3xTF32, FP32-accurate; the cuBLAS GEMMs then run in COMPUTE_32F, FP32)
   --reps R     interleaved timing rounds         (default 30)
   --sample-ms MS  least ms of back-to-back calls of one variant per timed sample
                (default 0.5; e.g. 200: each variant in its own steady power state)
@@ -57,6 +59,7 @@ struct Opts {
     sample_ms: f64,
     bias: bool,
     seed: Option<u64>,
+    precision: Precision,
 }
 
 enum Parsed {
@@ -66,7 +69,7 @@ enum Parsed {
 }
 
 fn parse(args: &[String]) -> Parsed {
-    let mut o = Opts { m: 16384, n: 4096, k: 4096, scale: 0.5, reps: 30, sample_ms: 0.5, bias: true, seed: None };
+    let mut o = Opts { m: 16384, n: 4096, k: 4096, scale: 0.5, reps: 30, sample_ms: 0.5, bias: true, seed: None, precision: Precision::Tf32 };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let mut value = |name: &str| -> Result<String, String> { it.next().cloned().ok_or(format!("{name} needs a value")) };
@@ -84,6 +87,14 @@ fn parse(args: &[String]) -> Parsed {
                         return Err("--sample-ms must be in (0, 60000]".into());
                     }
                     o.sample_ms = v;
+                }
+                "--precision" => {
+                    o.precision = match value("--precision")?.as_str() {
+                        "tf32" => Precision::Tf32,
+                        "tf32-truncated" => Precision::Tf32Truncated,
+                        "tf32x3" => Precision::Tf32x3,
+                        other => return Err(format!("--precision: `{other}` is not tf32, tf32-truncated or tf32x3")),
+                    }
                 }
                 "--seed" => o.seed = Some(value("--seed")?.parse().map_err(|e| format!("--seed: {e}"))?),
                 "--scale" => {
@@ -165,11 +176,17 @@ impl Job {
                 None => self.gemm.run(&self.stream, &x, &w, b.as_ref(), s, &mut out),
             }
             .map_err(Into::into),
+            // Like with like: the FP32-accurate mode against cuBLAS's FP32 GEMM.
+            Variant::CublasElementwise if self.o.precision == Precision::Tf32x3 => {
+                self.blas.gemm_as(CublasCompute::Fp32, &x, &w, &mut out)?;
+                self.blas.elementwise(b.as_ref(), s, &mut out).map(|_| None)
+            }
             Variant::CublasElementwise => self.blas.linear_scale_residual(&x, &w, b.as_ref(), s, &mut out).map(|_| None),
             Variant::CublasLt => match &self.lt_plan {
                 Some(plan) => self.lt.run(plan, &x, &w, &mut out).map(|_| None),
                 None => Ok(None),
             },
+            Variant::CublasGemm if self.o.precision == Precision::Tf32x3 => self.blas.gemm_as(CublasCompute::Fp32, &x, &w, &mut out).map(|_| None),
             Variant::CublasGemm => self.blas.gemm(&x, &w, &mut out).map(|_| None),
         }
     }
@@ -247,7 +264,7 @@ fn main() -> ExitCode {
 
 fn run(o: Opts, ctx: Arc<CudaContext>) -> testbed::Result<ExitCode> {
     let gemm = match FusedGemm::new(&ctx) {
-        Ok(g) => g,
+        Ok(g) => g.with_precision(o.precision),
         Err(e) => {
             eprintln!("the fused kernels cannot run here: {e}; this example needs an NVIDIA GPU (sm_80+)");
             return Ok(ExitCode::from(1));
@@ -262,6 +279,11 @@ fn run(o: Opts, ctx: Arc<CudaContext>) -> testbed::Result<ExitCode> {
         dev.sm_count
     );
     let (m, n, k, s) = (o.m, o.n, o.k, o.scale);
+    println!(
+        "precision: ours {:?}; cuBLAS {}",
+        o.precision,
+        if o.precision == Precision::Tf32x3 { "COMPUTE_32F (FP32) for the GEMM rows, cuBLASLt TF32" } else { "TF32 (COMPUTE_32F_FAST_TF32)" }
+    );
     let flop = 2.0 * m as f64 * n as f64 * k as f64;
     println!("problem: x {m}×{k}, w {n}×{k}, b {}, s = {s}: {:.3} TFLOP", if o.bias { n.to_string() } else { "none".into() }, flop / 1e12);
 
