@@ -11,6 +11,11 @@ use crate::error::{Error, Result};
 /// Unlike `CudaContext::new`, which panics when `libcuda` cannot be loaded, this returns
 /// [`Error::NoDriver`] on a machine without the NVIDIA driver and [`Error::NoDevice`] when the
 /// driver sees no such device. Use it to skip GPU work gracefully.
+///
+/// Alone, this crate loads `libcuda` at run time. In a build where another crate makes cudarc
+/// link it (candle-core does), an executable does not start without `libcuda.so.1`; with the
+/// CUDA toolkit's stub library in its place (a build or CI machine), this returns
+/// [`Error::NoDriver`] too.
 pub fn cuda_context(ordinal: usize) -> Result<Arc<CudaContext>> {
     // SAFETY: only tries to dlopen libcuda; no CUDA call is made.
     if !unsafe { sys::is_culib_present() } {
@@ -19,6 +24,8 @@ pub fn cuda_context(ordinal: usize) -> Result<Arc<CudaContext>> {
     let count = match CudaContext::device_count() {
         Ok(n) => n.max(0) as usize,
         Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_NO_DEVICE => 0,
+        // The stub libcuda that toolkits ship for linking answers every call so.
+        Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_STUB_LIBRARY => return Err(Error::NoDriver),
         Err(e) => return Err(e.into()),
     };
     if ordinal >= count {
