@@ -13,7 +13,7 @@
 //!   become TF32 is a policy, [`Precision`] ([`FusedGemm::with_precision`]): rounded to nearest
 //!   as cuBLAS does, or truncated by the tensor cores as CUTLASS's kernels do (faster).
 //! - [`Linear`]: a layer holding `W`, `b`, `s` and its workspace.
-//! - [`candle`] (feature `candle`): `FusedLinear`, a candle `Module` running the kernel on
+//! - `candle` (feature `candle`): `FusedLinear`, a candle `Module` running the kernel on
 //!   candle's CUDA tensors.
 //! - `testbed` (feature `testbed`, not part of the product): cuBLAS + elementwise, cuBLASLt,
 //!   interleaved timing and an f64 CPU reference, to check and measure against.
