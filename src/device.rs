@@ -17,8 +17,7 @@ use crate::error::{Error, Result};
 /// CUDA toolkit's stub library in its place (a build or CI machine), this returns
 /// [`Error::NoDriver`] too.
 pub fn cuda_context(ordinal: usize) -> Result<Arc<CudaContext>> {
-    // SAFETY: only tries to dlopen libcuda; no CUDA call is made.
-    if !unsafe { sys::is_culib_present() } {
+    if !driver_library_present() {
         return Err(Error::NoDriver);
     }
     let count = match CudaContext::device_count() {
@@ -32,6 +31,16 @@ pub fn cuda_context(ordinal: usize) -> Result<Arc<CudaContext>> {
         return Err(Error::NoDevice { ordinal, count });
     }
     Ok(CudaContext::new(ordinal)?)
+}
+
+/// Whether the driver library loads. cudarc has this check only when it loads the library
+/// itself (`dynamic-loading`); where it links it, the library is loaded already if the program
+/// runs at all, and this says so.
+fn driver_library_present() -> bool {
+    const NAMES: [&str; 3] = ["libcuda.so.1", "libcuda.so", "nvcuda.dll"];
+    // SAFETY: loading the driver library runs its initialisers, as cudarc's own loading does;
+    // no symbol is called, and the handle is closed again.
+    NAMES.into_iter().any(|name| unsafe { libloading::Library::new(name) }.is_ok())
 }
 
 /// What kernel selection needs to know about a device (what fits of each kernel at once is the
