@@ -21,7 +21,7 @@ pub enum Dispatch {
     #[default]
     Auto,
     /// Exactly this kernel; a call it cannot run fails with [`Error::KernelUnavailable`]. Its
-    /// [`Plan::rounding`] says how it rounded.
+    /// [`Plan::precision`] says how it rounded.
     Force(Kernel),
 }
 

@@ -262,7 +262,7 @@ impl Kernel {
     }
 
     /// What the kernel does to fp32 operands (operands repacked into a workspace are rounded to
-    /// nearest before any kernel reads them: see [`crate::Plan::rounding`]).
+    /// nearest before any kernel reads them: see [`crate::Plan::precision`]).
     pub const fn precision(self) -> Precision {
         self.spec().precision
     }
