@@ -11,20 +11,36 @@ use crate::error::{Error, Result};
 /// Unlike `CudaContext::new`, which panics when `libcuda` cannot be loaded, this returns
 /// [`Error::NoDriver`] on a machine without the NVIDIA driver and [`Error::NoDevice`] when the
 /// driver sees no such device. Use it to skip GPU work gracefully.
+///
+/// Alone, this crate loads `libcuda` at run time. In a build where another crate makes cudarc
+/// link it (candle-core does), an executable does not start without `libcuda.so.1`; with the
+/// CUDA toolkit's stub library in its place (a build or CI machine), this returns
+/// [`Error::NoDriver`] too.
 pub fn cuda_context(ordinal: usize) -> Result<Arc<CudaContext>> {
-    // SAFETY: only tries to dlopen libcuda; no CUDA call is made.
-    if !unsafe { sys::is_culib_present() } {
+    if !driver_library_present() {
         return Err(Error::NoDriver);
     }
     let count = match CudaContext::device_count() {
         Ok(n) => n.max(0) as usize,
         Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_NO_DEVICE => 0,
+        // The stub libcuda that toolkits ship for linking answers every call so.
+        Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_STUB_LIBRARY => return Err(Error::NoDriver),
         Err(e) => return Err(e.into()),
     };
     if ordinal >= count {
         return Err(Error::NoDevice { ordinal, count });
     }
     Ok(CudaContext::new(ordinal)?)
+}
+
+/// Whether the driver library loads. cudarc has this check only when it loads the library
+/// itself (`dynamic-loading`); where it links it, the library is loaded already if the program
+/// runs at all, and this says so.
+fn driver_library_present() -> bool {
+    const NAMES: [&str; 3] = ["libcuda.so.1", "libcuda.so", "nvcuda.dll"];
+    // SAFETY: loading the driver library runs its initialisers, as cudarc's own loading does;
+    // no symbol is called, and the handle is closed again.
+    NAMES.into_iter().any(|name| unsafe { libloading::Library::new(name) }.is_ok())
 }
 
 /// What kernel selection needs to know about a device (what fits of each kernel at once is the

@@ -100,6 +100,22 @@ pub enum Error {
         /// Its device address.
         address: u64,
     },
+    /// A raw device address ([`crate::FusedGemm::run_raw`]) is not 4-byte aligned, as f32
+    /// data must be.
+    MisalignedPointer {
+        /// The operand.
+        operand: Operand,
+        /// Its device address.
+        address: u64,
+    },
+    /// The output overlaps another operand ([`crate::FusedGemm::run_raw`]; the safe calls
+    /// cannot be given overlapping buffers).
+    Overlapping {
+        /// The operand written.
+        operand: Operand,
+        /// The operand it overlaps.
+        with: Operand,
+    },
     /// A kernel was forced that cannot run these arguments on this device.
     KernelUnavailable {
         /// The kernel asked for.
@@ -157,6 +173,12 @@ impl fmt::Display for Error {
                 f,
                 "workspace: address {address:#x} is not 16-byte aligned (use an allocation or a view at a multiple of 4 elements)"
             ),
+            Error::MisalignedPointer { operand, address } => {
+                write!(f, "{operand}: address {address:#x} is not 4-byte aligned (f32 data)")
+            }
+            Error::Overlapping { operand, with } => {
+                write!(f, "{operand} overlaps {with} in device memory")
+            }
             Error::KernelUnavailable { kernel, reason } => {
                 write!(f, "kernel {} cannot run here: {reason}", kernel.name())
             }
@@ -204,6 +226,8 @@ mod tests {
             (Error::WrongContext { operand: Some(Operand::Bias) }, &["bias", "context"]),
             (Error::WrongContext { operand: None }, &["stream", "context"]),
             (Error::MisalignedWorkspace { address: 0x1004 }, &["workspace", "0x1004", "16-byte"]),
+            (Error::MisalignedPointer { operand: Operand::X, address: 0x1002 }, &["x:", "0x1002", "4-byte"]),
+            (Error::Overlapping { operand: Operand::Out, with: Operand::Workspace }, &["out", "workspace", "overlaps"]),
             (Error::PreparedForOtherPrecision { prepared: Precision::Tf32, asked: Precision::Tf32Truncated }, &["w:", "Tf32", "Tf32Truncated"]),
             (Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128Trunc, reason: "needs sm_90" }, &["ge_sm90_pingpong_128x128x32_s6_trunc", "needs sm_90"]),
         ];

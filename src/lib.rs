@@ -12,7 +12,9 @@
 //!   and no host synchronisation, so calls can be captured into CUDA graphs. How fp32 operands
 //!   become TF32 is a policy, [`Precision`] ([`FusedGemm::with_precision`]): rounded to nearest
 //!   as cuBLAS does, or truncated by the tensor cores as CUTLASS's kernels do (faster).
-//! - [`Linear`]: a layer holding `W`, `b` and `s`.
+//! - [`Linear`]: a layer holding `W`, `b`, `s` and its workspace.
+//! - `candle` (feature `candle`): `FusedLinear`, a candle `Module` running the kernel on
+//!   candle's CUDA tensors.
 //! - `testbed` (feature `testbed`, not part of the product): cuBLAS + elementwise, cuBLASLt,
 //!   interleaved timing and an f64 CPU reference, to check and measure against.
 //!
@@ -32,22 +34,86 @@
 //! assert_eq!(host.len(), m * n);
 //! # Ok(()) }
 //! ```
+//!
+//! # Threads
+//!
+//! [`FusedGemm`], [`Linear`], [`PreparedWeight`], [`Plan`], [`MatrixRef`] and [`MatrixMut`] are
+//! `Send + Sync` (checked at compile time). A `FusedGemm` is a shared handle: any thread may
+//! launch through it, on any stream of its context. `Linear` serialises only the queuing of
+//! calls that share its workspace; the work itself runs asynchronously on each call's stream.
+//!
+//! # Workspace
+//!
+//! [`FusedGemm::run_with_workspace`] takes scratch memory from the caller. Size it for one call
+//! with [`FusedGemm::workspace_len`], or once for a shape with [`FusedGemm::max_workspace_len`]
+//! (from M, N, K alone, an upper bound). A shorter workspace is not an error: the call runs
+//! without what does not fit (no repack, no stream-K), which can change the kernel, its speed
+//! and (without a repack that would have rounded) the rounding: the returned [`Plan`] says what
+//! ran, and [`FusedGemm::plan_with_workspace`] says it beforehand. [`Linear`] holds its own.
+//!
+//! # CUDA graphs
+//!
+//! [`FusedGemm::run`] and [`FusedGemm::run_with_workspace`] allocate nothing and never
+//! synchronise, so they can be captured. cudarc records events around every use of a buffer
+//! (to order streams), which a capture does not allow: turn that off for the context first.
+//!
+//! ```no_run
+//! use gemm_epilogue::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+//! use gemm_epilogue::{cuda_context, FusedGemm, MatrixMut, MatrixRef};
+//! # fn main() -> Result<(), gemm_epilogue::Error> {
+//! let ctx = cuda_context(0)?;
+//! // SAFETY: from here on, cudarc no longer orders buffers between streams: this program uses
+//! // one stream and frees nothing that a queued launch still reads.
+//! unsafe { ctx.disable_event_tracking() };
+//! let stream = ctx.new_stream()?;
+//! let gemm = FusedGemm::new(&ctx)?;
+//! let (m, k, n) = (512, 1024, 768);
+//! let x = stream.clone_htod(&vec![1.0f32; m * k])?;
+//! let w = stream.clone_htod(&vec![0.01f32; n * k])?;
+//! let w = gemm.prepare_weight(&stream, &MatrixRef::from_slice(&w, n, k))?;
+//! let mut out = stream.alloc_zeros::<f32>(m * n)?;
+//! // Buffers used inside the graph exist before the capture starts (no allocation inside).
+//! let mut ws = stream.alloc_zeros::<f32>(gemm.workspace_len(&stream, &MatrixRef::from_slice(&x, m, k), &w)?.max(1))?;
+//! stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+//! gemm.run_with_workspace(
+//!     &stream,
+//!     &MatrixRef::from_slice(&x, m, k),
+//!     &w,
+//!     None,
+//!     0.5,
+//!     &mut MatrixMut::from_slice(&mut out, m, n),
+//!     &mut ws.as_view_mut(),
+//! )?;
+//! let graph = stream.end_capture(CUgraphInstantiate_flags(0))?;
+//! if let Some(graph) = graph {
+//!     graph.launch()?; // replays the kernel (and its repacks, counters) on `stream`
+//! }
+//! stream.synchronize()?;
+//! # Ok(()) }
+//! ```
+//!
+//! A [`Linear`] can be captured through [`Linear::forward_into`] (no allocation, no workspace);
+//! its `forward` allocates the output, and the workspace the first time a shape needs it.
 #![warn(missing_docs)]
 
+#[cfg(feature = "candle")]
+pub mod candle;
 mod device;
 mod driver;
 mod error;
 mod gemm;
+mod held;
 mod kernels;
 mod linear;
 mod matrix;
 pub mod sys;
 #[cfg(feature = "testbed")]
 pub mod testbed;
+mod threading;
 
 pub use device::{cuda_context, DeviceInfo};
 pub use error::{Error, Operand, Result};
-pub use gemm::{Dispatch, FusedGemm, Plan, PreparedWeight, Weight};
+pub use gemm::{Dispatch, FusedGemm, Plan, PreparedWeight, RawBuffer, RawMatrix, Weight};
 pub use kernels::{Family, Kernel, Precision};
 pub use linear::Linear;
 pub use matrix::{MatrixMut, MatrixRef};

@@ -1,11 +1,13 @@
 //! A layer-like type: `nn.Linear(in_features, out_features)` followed by `y*s + y`, fused.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use cudarc::driver::{CudaSlice, CudaStream, DeviceSlice};
 
 use crate::error::{Error, Operand, Result};
 use crate::gemm::{FusedGemm, Plan, PreparedWeight};
+use crate::gemm::validate::MAX_DIM;
+use crate::held::{CallKey, HeldWorkspace};
 use crate::matrix::{MatrixMut, MatrixRef};
 
 /// Holds the weight `W` (out_features × in_features, row-major, as in PyTorch), an optional bias
@@ -13,6 +15,12 @@ use crate::matrix::{MatrixMut, MatrixRef};
 /// It also holds W prepared for its handle's rounding ([`FusedGemm::prepare_weight`]: rounded to
 /// TF32 once, in 128-byte rows), which every call reads: N × ⌈K/32⌉·32 more floats of device
 /// memory, and no per-call rounding or repack of W.
+///
+/// It owns the workspace [`Linear::forward`] runs with (see [`FusedGemm::run_with_workspace`]):
+/// allocated by the first call that needs one, grown when a call needs more, reused otherwise,
+/// so calls of a shape seen before allocate nothing but their output. Calls from several
+/// threads take turns for it (a mutex held while the call is queued, not while it runs); cudarc's
+/// event tracking orders its uses on different streams.
 #[derive(Debug)]
 pub struct Linear {
     gemm: FusedGemm,
@@ -22,6 +30,7 @@ pub struct Linear {
     in_features: usize,
     out_features: usize,
     scale: f32,
+    workspace: Mutex<HeldWorkspace>,
 }
 
 impl Linear {
@@ -56,7 +65,7 @@ impl Linear {
             return Err(Error::WrongContext { operand: Some(Operand::Bias) });
         }
         let prepared = gemm.prepare_weight(weight.stream(), &MatrixRef::from_slice(&weight, out_features, in_features))?;
-        Ok(Self { gemm, weight, prepared, bias, in_features, out_features, scale })
+        Ok(Self { gemm, weight, prepared, bias, in_features, out_features, scale, workspace: Mutex::default() })
     }
 
     /// Input width K.
@@ -84,11 +93,22 @@ impl Linear {
         self.bias.as_ref()
     }
 
+    /// f32 elements of workspace the layer holds now (0 before a call needed one).
+    pub fn workspace_len(&self) -> usize {
+        self.held().len()
+    }
+    /// How many times the layer allocated its workspace: the first call that needed one and
+    /// every call that needed more than any before it. Calls of a shape seen before add none.
+    pub fn workspace_allocations(&self) -> u64 {
+        self.held().allocations()
+    }
+
     /// `x` is `rows × in_features`, dense. Allocates the `rows × out_features` output on `x`'s
-    /// stream and fills it there (asynchronously; no host synchronisation). When the call can
-    /// use one it also allocates a workspace (see [`FusedGemm::run_with_workspace`]): to repack
-    /// x and W when `in_features` is not a multiple of 4, and for stream-K's partial tiles on
-    /// sm_90. [`Linear::forward_into`] allocates nothing and uses neither.
+    /// stream and fills it there (asynchronously; no host synchronisation), with the workspace
+    /// the call wants (to repack x when `in_features` is not a multiple of 4; stream-K's partial
+    /// tiles): the layer's own, grown first if this call needs more than it holds. A repeated
+    /// shape plans once and allocates only the output. [`Linear::forward_into`] allocates
+    /// nothing and uses no workspace.
     ///
     /// Returns `Ok(None)` when the output is empty (`rows` or `out_features` is 0): nothing is
     /// allocated or launched, as [`FusedGemm::run`] returns `Ok(None)` for an empty problem. An
@@ -111,21 +131,19 @@ impl Linear {
         if len == 0 {
             return Ok(None);
         }
-        let w = &self.prepared;
-        // Also validates rows against the kernels' limits, before anything is allocated.
-        let workspace_len = self.gemm.workspace_len(&stream, &x, w)?;
+        // rows against the kernels' limit, before anything is allocated (the rest of the
+        // validation is the call's own).
+        if rows > MAX_DIM {
+            return Err(Error::DimensionTooLarge { what: "rows", value: rows, max: MAX_DIM });
+        }
         // SAFETY: every one of the rows × out_features elements is written by the kernel before
         // anything can read it (stream order); on a launch error the buffer is dropped unread.
         let mut out = unsafe { alloc_f32(&stream, len, "rows · out_features (output bytes)") }?;
         let mut out_view = MatrixMut::new(out.slice_mut(0..len), rows, self.out_features);
         let bias = self.bias.as_ref().map(|b| b.as_view());
-        if workspace_len > 0 {
-            // SAFETY: scratch written by the repack kernels before the GEMM reads it.
-            let mut workspace = unsafe { alloc_f32(&stream, workspace_len, "workspace bytes") }?;
-            self.gemm.run_with_workspace(&stream, &x, w, bias.as_ref(), self.scale, &mut out_view, &mut workspace.as_view_mut())?;
-        } else {
-            self.gemm.run(&stream, &x, w, bias.as_ref(), self.scale, &mut out_view)?;
-        }
+        // A whole allocation: x starts 256-byte aligned.
+        let key = CallKey { rows, ld: self.in_features, offset_mod_4: 0 };
+        self.held().run(&self.gemm, &stream, key, &x, &self.prepared, bias.as_ref(), self.scale, &mut out_view)?;
         Ok(Some(out))
     }
 
@@ -134,6 +152,12 @@ impl Linear {
     pub fn forward_into(&self, stream: &CudaStream, x: &MatrixRef<'_>, out: &mut MatrixMut<'_>) -> Result<Option<Plan>> {
         let bias = self.bias.as_ref().map(|b| b.as_view());
         self.gemm.run(stream, x, &self.prepared, bias.as_ref(), self.scale, out)
+    }
+
+    /// The held workspace. A poisoned lock (a panic elsewhere while it was held) leaves a valid
+    /// workspace: at worst one sized for another call, which the next call re-sizes.
+    fn held(&self) -> MutexGuard<'_, HeldWorkspace> {
+        self.workspace.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// What `forward` can check before it allocates: x's length and context.

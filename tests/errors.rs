@@ -115,7 +115,17 @@ fn expect_err(g: &Gpu, call: Call) -> Error {
 fn cuda_context_without_driver_is_an_error_not_a_panic() {
     let r = std::panic::catch_unwind(|| cuda_context(0));
     let r = r.expect("cuda_context(0) panicked");
-    let driver = unsafe { gemm_epilogue::cudarc::driver::sys::is_culib_present() };
+    // The oracle: libcuda loads and is a driver, not a toolkit's stub library (which answers
+    // every call with CUDA_ERROR_STUB_LIBRARY, as the link stubs of .ci/candle-env do).
+    // SAFETY: loads the library (its initialisers run, as cudarc's loading does) and, only when
+    // it loaded, asks its version into a local.
+    let loads = ["libcuda.so.1", "libcuda.so", "nvcuda.dll"].into_iter().any(|n| unsafe { libloading::Library::new(n) }.is_ok());
+    let driver = loads && {
+        use gemm_epilogue::cudarc::driver::sys;
+        let mut version = 0;
+        let status = unsafe { sys::cuDriverGetVersion(&mut version) };
+        status != sys::cudaError_enum::CUDA_ERROR_STUB_LIBRARY
+    };
     match r {
         Err(Error::NoDriver) => {
             assert!(!driver, "NoDriver although libcuda loads");

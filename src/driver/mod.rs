@@ -1,6 +1,8 @@
 //! Raw driver calls that cudarc's safe API does not cover: cluster launches and their occupancy
-//! query, a stream-ordered memset ([`launch`]), and TMA tensor maps ([`tma`]). Nothing here
-//! allocates or synchronises, so every call can be captured into a CUDA graph.
+//! query, a stream-ordered memset ([`launch`]), TMA tensor maps ([`tma`]), and what the driver
+//! knows of raw addresses and streams ([`pointer`], for `FusedGemm::run_raw`). Nothing here
+//! allocates or synchronises, so every launch can be captured into a CUDA graph.
 
 pub(crate) mod launch;
+pub(crate) mod pointer;
 pub(crate) mod tma;

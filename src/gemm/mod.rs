@@ -7,11 +7,12 @@ mod launch;
 mod plan;
 #[cfg(test)]
 mod proptests;
+mod raw;
 mod shape;
 mod stream_k;
 #[cfg(test)]
 mod test_devices;
-mod validate;
+pub(crate) mod validate;
 mod weight;
 mod workspace;
 
@@ -21,6 +22,7 @@ use cudarc::driver::{CudaContext, CudaStream, CudaView, CudaViewMut, DevicePtr, 
 
 pub use dispatch::Dispatch;
 pub use plan::Plan;
+pub use raw::{RawBuffer, RawMatrix};
 pub use weight::{PreparedWeight, Weight};
 use weight::WeightForm;
 use launch::RepackMode;
@@ -40,11 +42,11 @@ use validate::Extent;
 
 /// The fused `out = (v*s) + v`, `v = x·wᵀ + b` kernels, loaded into one CUDA context.
 ///
-/// Create it once per context ([`FusedGemm::new`] loads the module) and clone it freely: clones
-/// share the loaded module.
+/// [`FusedGemm::new`] loads the module into a context once (a second `new` on the same
+/// context shares it); clone it freely: clones share the loaded module.
 #[derive(Clone)]
 pub struct FusedGemm {
-    kernels: Arc<LoadedKernels>,
+    pub(crate) kernels: Arc<LoadedKernels>,
     policy: Policy,
 }
 
@@ -59,15 +61,13 @@ impl std::fmt::Debug for FusedGemm {
 }
 
 impl FusedGemm {
-    /// Loads the kernels into `ctx`. Fails with [`Error::UnsupportedDevice`] before sm_80.
+    /// Loads the kernels into `ctx`, or takes them from another handle of the same context
+    /// (the module is loaded once per context and unloaded with its last handle). Fails with
+    /// [`Error::UnsupportedDevice`] before sm_80.
     pub fn new(ctx: &Arc<CudaContext>) -> Result<Self> {
-        let device = DeviceInfo::query(ctx)?;
-        if device.compute_capability.0 < 8 {
-            let (major, minor) = device.compute_capability;
-            return Err(Error::UnsupportedDevice { major, minor });
-        }
-        let policy = Policy { dispatch: Dispatch::Auto, precision: dispatch::default_precision(&device) };
-        Ok(Self { kernels: Arc::new(LoadedKernels::load(ctx, device)?), policy })
+        let kernels = crate::kernels::shared::loaded_kernels(ctx)?;
+        let policy = Policy { dispatch: Dispatch::Auto, precision: dispatch::default_precision(&kernels.device) };
+        Ok(Self { kernels, policy })
     }
 
     /// A handle sharing the loaded kernels that dispatches as `dispatch` says.
@@ -119,7 +119,8 @@ impl FusedGemm {
     }
 
     /// Checks a call and says which kernel it would launch on `stream` (CUTLASS's
-    /// `can_implement`), without launching. `Ok(None)`: M or N is 0, there is nothing to do.
+    /// `can_implement`), without launching: what [`FusedGemm::run`] (no workspace) runs.
+    /// `Ok(None)`: M or N is 0, there is nothing to do.
     pub fn plan(
         &self,
         stream: &CudaStream,
@@ -127,6 +128,26 @@ impl FusedGemm {
         w: &impl Weight,
         bias: Option<&CudaView<'_, f32>>,
         out: &MatrixMut<'_>,
+    ) -> Result<Option<Plan>> {
+        self.plan_with_workspace(stream, x, w, bias, out, 0)
+    }
+
+    // ---- Sizing a workspace that a caller holds across calls ----
+
+    /// Like [`FusedGemm::plan`], for [`FusedGemm::run_with_workspace`] with a workspace of
+    /// `workspace_len` f32 elements: the plan that call would run. A workspace shorter than
+    /// what Auto wants ([`FusedGemm::workspace_len`]) is not an error; the plan then shows what
+    /// it costs: no repack (a slower kernel, or [`Plan::precision`] other than asked when only
+    /// a repack would have rounded) or no stream-K ([`Plan::stream_k_tiles`] 0), and
+    /// [`Plan::workspace_len`] what it uses.
+    pub fn plan_with_workspace(
+        &self,
+        stream: &CudaStream,
+        x: &MatrixRef<'_>,
+        w: &impl Weight,
+        bias: Option<&CudaView<'_, f32>>,
+        out: &MatrixMut<'_>,
+        workspace_len: usize,
     ) -> Result<Option<Plan>> {
         self.check_stream(stream)?;
         let (w, prepared) = self.weight(w)?;
@@ -143,10 +164,29 @@ impl FusedGemm {
             x: Strided { addr: x_ptr, ld: x.ld },
             w: Strided { addr: w_ptr, ld: w.ld },
             w_prepared: prepared,
-            workspace: 0,
+            workspace: workspace_len,
         };
         Ok(Some(self.select(call)?.for_out(shape.n, Strided { addr: o_ptr, ld: out.ld })))
     }
+
+    /// An upper bound, from the shape alone, on the f32 elements of workspace that
+    /// [`FusedGemm::run_with_workspace`] uses for an M × K input and an N × K weight on this
+    /// device, whatever their alignment and strides, prepared or not, whatever the rounding
+    /// and dispatch: X and W both repacked plus the largest stream-K part of any kernel. What
+    /// a framework can reserve once per shape; the exact need of one call, usually far less
+    /// (no repack of aligned operands), is [`FusedGemm::workspace_len`]. Fails like the calls
+    /// on a dimension the kernels cannot index ([`Error::DimensionTooLarge`]); 0 when M or N is
+    /// 0.
+    pub fn max_workspace_len(&self, m: usize, n: usize, k: usize) -> Result<usize> {
+        let shape = Shape { m, n, k };
+        validate::check_dims(shape)?;
+        if m == 0 || n == 0 {
+            return Ok(0);
+        }
+        Ok(workspace::max_len(&self.kernels.device, &self.kernels.occupancy, shape))
+    }
+
+    // ---- end of workspace sizing ----
 
     /// f32 elements of workspace [`FusedGemm::run_with_workspace`] would use for this call; 0
     /// when it would use none. It holds, in order: X and W repacked when their rows are not

@@ -3,7 +3,9 @@
 //! alone; the launch only adds the workspace's address.
 
 use super::shape::Shape;
-use super::stream_k::{partial_tile_len, StreamK};
+use super::stream_k::{self, partial_tile_len, StreamK};
+use crate::device::DeviceInfo;
+use crate::kernels::loaded::{unsupported, Occupancy};
 use crate::kernels::Kernel;
 
 /// `len` f32 elements at element `offset` of the workspace.
@@ -76,6 +78,19 @@ pub(crate) fn repack_len(s: Shape, x: bool, w: bool, kernel: Kernel) -> usize {
     (x as usize) * s.m * ld + (w as usize) * w_parts(kernel) * s.n * ld
 }
 
+/// The most workspace any plan for `s` can lay out on this device, from the shape alone: X and W
+/// both repacked (the most any alignment, stride or weight can ask) and the largest stream-K
+/// part of any kernel the device runs, as [`WorkspaceLayout::new`] lays them out. Built from
+/// the same layout as the plans, so a region added there is counted here too.
+pub(crate) fn max_len(device: &DeviceInfo, occupancy: &Occupancy, s: Shape) -> usize {
+    Kernel::ALL
+        .into_iter()
+        .filter(|&k| unsupported(k, device, occupancy).is_none())
+        .map(|k| WorkspaceLayout::new(s, true, true, k, stream_k::plan(device, occupancy, k, s, usize::MAX)).len)
+        .max()
+        .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +122,60 @@ mod tests {
     #[test]
     fn repacked_rows_are_whole_128_byte_lines() {
         assert_eq!([0, 1, 32, 33, 4095, 4097].map(repacked_ld), [0, 32, 32, 64, 4096, 4128]);
+    }
+
+    /// No plan, of any dispatch or rounding, for any alignment, stride or prepared W, uses more
+    /// than the bound from the shape alone.
+    #[test]
+    fn no_plan_uses_more_than_the_shape_bound() {
+        use super::super::dispatch::{select, Call, Dispatch, Policy};
+        use super::super::shape::Strided;
+        use crate::gemm::test_devices::{occupancy, A100, H200, RTX4090};
+        use super::super::weight::WeightForm;
+        use crate::kernels::Precision;
+        const ALIGNED: u64 = 0x7f00_0000_0000;
+        let precisions = [Precision::Tf32, Precision::Tf32Truncated, Precision::Tf32x3];
+        let shapes = [(1, 4096, 4096), (16384, 4096, 4096), (16383, 4095, 4097), (300, 520, 512), (64, 3000, 4097), (129, 7, 33), (8191, 8192, 64)];
+        for device in [H200, A100, RTX4090] {
+            let occ = occupancy(&device);
+            for (m, n, k) in shapes {
+                let s = Shape { m, n, k };
+                let bound = max_len(&device, &occ, s);
+                let mut most = 0;
+                for precision in precisions {
+                    let dispatches = std::iter::once(Dispatch::Auto).chain(Kernel::ALL.map(Dispatch::Force));
+                    for dispatch in dispatches {
+                        for (x_addr, ld) in [(ALIGNED, k), (ALIGNED + 4, k), (ALIGNED, k + 1), (ALIGNED, k.next_multiple_of(32))] {
+                            for prepared in [None, Some(precision)] {
+                                let w = match prepared {
+                                    Some(_) => Strided { addr: ALIGNED, ld: repacked_ld(k) },
+                                    None => Strided { addr: ALIGNED + 4, ld: k },
+                                };
+                                // The form prepare_weight gives a weight of this precision on this device.
+                                let form = prepared.map(|p| match p {
+                                    Precision::Tf32 => WeightForm::Rounded,
+                                    Precision::Tf32x3 if device.is_hopper() => WeightForm::Split,
+                                    _ => WeightForm::Raw,
+                                });
+                                let call = Call { shape: s, x: Strided { addr: x_addr, ld }, w, w_prepared: form, workspace: usize::MAX };
+                                // Calls a rounding or a forced kernel cannot serve are errors; they use nothing.
+                                if let Ok(plan) = select(&device, &occ, Policy { dispatch, precision }, call) {
+                                    assert!(
+                                        plan.workspace_len() <= bound,
+                                        "{device:?} {s:?} {precision:?} {dispatch:?}: plan uses {} > bound {bound}",
+                                        plan.workspace_len()
+                                    );
+                                    most = most.max(plan.workspace_len());
+                                }
+                            }
+                        }
+                    }
+                }
+                // A large K % 4 != 0 problem repacks both operands: the bound is not loose there.
+                if s.macs() >= 1 << 27 && k % 4 != 0 {
+                    assert!(most >= repack_len(s, true, true, Kernel::Sm80Mma64x64Vec4), "{device:?} {s:?}: most {most}, bound {bound}");
+                }
+            }
+        }
     }
 }

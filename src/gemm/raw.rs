@@ -1,0 +1,166 @@
+//! The entry for callers that hold raw device addresses and a raw stream handle rather than
+//! this crate's cudarc types (a framework on another cudarc version, or none): everything the
+//! safe calls check, plus what the driver can say about the addresses, then the same plan and
+//! launch.
+
+use std::ffi::c_void;
+
+use cudarc::driver::sys;
+
+use super::dispatch::Call;
+use super::launch::{self, Addresses};
+use super::shape::Strided;
+use super::validate::{self, Extent};
+use super::{FusedGemm, Plan};
+use crate::driver::pointer;
+use crate::error::{Error, Operand, Result};
+
+/// A row-major f32 matrix at a raw device address: `rows × cols` at a row stride of `ld`
+/// elements, in an allocation with at least `len` elements from `ptr` on (what the caller
+/// vouches for; the driver's record of the allocation is checked too).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawMatrix {
+    /// Device address of element (0, 0) (a `CUdeviceptr`).
+    pub ptr: u64,
+    /// Rows.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+    /// Row stride in elements.
+    pub ld: usize,
+    /// f32 elements available from `ptr` on.
+    pub len: usize,
+}
+
+impl RawMatrix {
+    /// A dense `rows × cols` matrix of exactly `rows · cols` elements (saturating).
+    pub fn dense(ptr: u64, rows: usize, cols: usize) -> Self {
+        Self { ptr, rows, cols, ld: cols, len: rows.saturating_mul(cols) }
+    }
+
+    fn extent(&self) -> Extent {
+        Extent { rows: self.rows, cols: self.cols, ld: self.ld, len: self.len }
+    }
+
+    /// Elements from `ptr` to one past the last one the shape reaches (saturating; exact for a
+    /// validated extent).
+    fn reach(&self) -> usize {
+        match (self.rows, self.cols) {
+            (0, _) | (_, 0) => 0,
+            (r, c) => (r - 1).saturating_mul(self.ld).saturating_add(c),
+        }
+    }
+}
+
+/// `len` f32 elements at a raw device address (the bias: its first N are read; the workspace:
+/// all `len` may be used).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawBuffer {
+    /// Device address of the first element (a `CUdeviceptr`).
+    pub ptr: u64,
+    /// f32 elements available from `ptr` on.
+    pub len: usize,
+}
+
+impl FusedGemm {
+    /// [`FusedGemm::run_with_workspace`] on raw device addresses and a raw stream handle, for
+    /// callers that do not hold this crate's cudarc types. `bias`, if any, holds N elements;
+    /// `workspace`, if any, is sized by [`FusedGemm::max_workspace_len`] (or
+    /// [`FusedGemm::plan_with_workspace`] for less) and starts 16-byte aligned. `stream` is a
+    /// `CUstream`. Returns the plan that ran (`None`: M or N is 0).
+    ///
+    /// Checked before anything is queued, each failure a typed error: the shapes, strides and
+    /// lengths as in the safe calls; every address 4-byte aligned
+    /// ([`Error::MisalignedPointer`]); the stream in this handle's context
+    /// ([`Error::WrongContext`]); every address in an allocation of this handle's device
+    /// (driver errors otherwise) that holds the `len` claimed (else
+    /// [`Error::BufferTooSmall`]); `out` not overlapping any other operand
+    /// ([`Error::Overlapping`]).
+    ///
+    /// # Safety
+    ///
+    /// What cannot be checked:
+    /// - `stream` is null (the legacy default stream) or a live `CUstream` handle;
+    /// - the allocations stay allocated until the queued work has run (stream order on
+    ///   `stream`: a later stream-ordered free on it is fine);
+    /// - nothing else reads `out` or `workspace`, or writes any operand, while the work runs
+    ///   unless it is ordered after it (this call records no events);
+    /// - no other call uses the same `workspace` at the same time.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn run_raw(
+        &self,
+        stream: *mut c_void,
+        x: RawMatrix,
+        w: RawMatrix,
+        bias: Option<RawBuffer>,
+        scale: f32,
+        out: RawMatrix,
+        workspace: Option<RawBuffer>,
+    ) -> Result<Option<Plan>> {
+        let ctx = &self.kernels.ctx;
+        let stream = stream as sys::CUstream;
+        // SAFETY: the caller vouches for the handle (contract above).
+        if unsafe { pointer::stream_context(ctx, stream) }? != ctx.cu_ctx() {
+            return Err(Error::WrongContext { operand: None });
+        }
+        let shape = validate::validate_shapes(x.extent(), w.extent(), bias.map(|_| w.rows), out.extent())?;
+        if let Some(b) = bias {
+            if b.len < shape.n {
+                return Err(Error::BufferTooSmall { operand: Operand::Bias, needed: shape.n, len: b.len });
+            }
+        }
+        let ws = workspace.unwrap_or(RawBuffer { ptr: 0, len: 0 });
+        if ws.ptr % 16 != 0 {
+            return Err(Error::MisalignedWorkspace { address: ws.ptr });
+        }
+        // (operand, address, elements the call may touch from it on)
+        let operands = [
+            (Operand::X, x.ptr, x.reach()),
+            (Operand::W, w.ptr, w.reach()),
+            (Operand::Bias, bias.map_or(0, |b| b.ptr), bias.map_or(0, |_| shape.n)),
+            (Operand::Out, out.ptr, out.reach()),
+            (Operand::Workspace, ws.ptr, ws.len),
+        ];
+        for (operand, ptr, reach) in operands {
+            if ptr % 4 != 0 {
+                return Err(Error::MisalignedPointer { operand, address: ptr });
+            }
+            if reach == 0 {
+                continue;
+            }
+            let (ordinal, end) = pointer::allocation(ctx, ptr)?;
+            if ordinal != ctx.ordinal() as i32 {
+                return Err(Error::WrongContext { operand: Some(operand) });
+            }
+            let available = (end.saturating_sub(ptr) / 4) as usize;
+            if available < reach {
+                return Err(Error::BufferTooSmall { operand, needed: reach, len: available });
+            }
+        }
+        let bytes = |ptr: u64, reach: usize| (ptr, ptr.saturating_add(4u64.saturating_mul(reach as u64)));
+        let out_range = bytes(out.ptr, out.reach());
+        for (operand, ptr, reach) in operands {
+            let range = bytes(ptr, reach);
+            if operand != Operand::Out && reach > 0 && range.0 < out_range.1 && out_range.0 < range.1 {
+                return Err(Error::Overlapping { operand: Operand::Out, with: operand });
+            }
+        }
+        if shape.m == 0 || shape.n == 0 {
+            return Ok(None);
+        }
+        let a = Addresses {
+            x: Strided { addr: x.ptr, ld: x.ld },
+            w: Strided { addr: w.ptr, ld: w.ld },
+            bias: bias.map_or(0, |b| b.ptr),
+            out: Strided { addr: out.ptr, ld: out.ld },
+            workspace: ws.ptr,
+        };
+        let call = Call { shape, x: a.x, w: a.w, w_prepared: None, workspace: ws.len };
+        let plan = self.select(call)?.for_out(shape.n, a.out);
+        // SAFETY: a borrowed handle of this context (checked above; alive by the contract);
+        // dropping the wrapper leaves the stream to its owner.
+        let stream = unsafe { ctx.wrap_borrowed_stream(stream) };
+        launch::launch(&self.kernels, &stream, &plan, shape, a, scale)?;
+        Ok(Some(plan))
+    }
+}

@@ -1,0 +1,84 @@
+//! The workspace a layer owns across calls ([`crate::Linear`], `candle::FusedLinear`): sized by
+//! the plan of the call (what Auto wants, [`FusedGemm::workspace_len`]), grown when a call needs
+//! more, kept otherwise, so a repeated shape allocates nothing and plans once per call.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, CudaView};
+
+use crate::error::Result;
+use crate::gemm::{FusedGemm, Plan, Weight};
+use crate::matrix::{MatrixMut, MatrixRef};
+
+/// What the workspace need of a layer's call depends on besides the layer itself (W, rounding,
+/// device are fixed): M, and X's row stride and start alignment (dispatch repacks X whose rows
+/// are not 16-byte aligned).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CallKey {
+    pub rows: usize,
+    pub ld: usize,
+    /// X's first element's offset, in elements, modulo 4 (allocations start 256-byte aligned).
+    pub offset_mod_4: usize,
+}
+
+/// A workspace held by a layer.
+#[derive(Debug, Default)]
+pub(crate) struct HeldWorkspace {
+    buffer: Option<CudaSlice<f32>>,
+    /// The need of the last call's key: a repeated call skips sizing (a second plan).
+    sized: Option<(CallKey, usize)>,
+    allocations: u64,
+}
+
+impl HeldWorkspace {
+    /// f32 elements held now.
+    pub fn len(&self) -> usize {
+        self.buffer.as_ref().map_or(0, |b| b.len())
+    }
+
+    /// Times a buffer was allocated (the first time and every growth).
+    pub fn allocations(&self) -> u64 {
+        self.allocations
+    }
+
+    /// Runs the call with the workspace Auto wants for it, growing the held buffer to that
+    /// length first when it is shorter (on `stream`, stream-ordered; the old one is freed
+    /// first). `key` must describe `x` ([`CallKey`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn run(
+        &mut self,
+        gemm: &FusedGemm,
+        stream: &Arc<CudaStream>,
+        key: CallKey,
+        x: &MatrixRef<'_>,
+        w: &impl Weight,
+        bias: Option<&CudaView<'_, f32>>,
+        scale: f32,
+        out: &mut MatrixMut<'_>,
+    ) -> Result<Option<Plan>> {
+        let need = match self.sized {
+            Some((k, need)) if k == key => need,
+            _ => {
+                let need = gemm.workspace_len(stream, x, w)?;
+                self.sized = Some((key, need));
+                need
+            }
+        };
+        if need == 0 {
+            return gemm.run(stream, x, w, bias, scale, out);
+        }
+        let buffer = match self.buffer.take() {
+            Some(b) if b.len() >= need => b,
+            old => {
+                drop(old);
+                // SAFETY: scratch; every region a plan reads is written first in stream order
+                // (repacks, zeroed counters, partial tiles stored before they are loaded).
+                let b = unsafe { stream.alloc::<f32>(need) }?;
+                self.allocations += 1;
+                b
+            }
+        };
+        let buffer = self.buffer.insert(buffer);
+        gemm.run_with_workspace(stream, x, w, bias, scale, out, &mut buffer.slice_mut(0..need))
+    }
+}
