@@ -54,14 +54,14 @@ struct KernelConfig {
     static constexpr int RELEASERS = TILE_PARTS * WARPGROUP_THREADS / 32;
     static constexpr int K_STEPS = TILE_K / WGMMA_K;  // k-steps per stage
     static constexpr int ACC_PER_ATOM = WGMMA_M * WGMMA_N / WARPGROUP_THREADS;  // fp32 regs
-    // Precision::Tf32 and Tf32x3: register sets of X fragments (4 regs per 64-row atom, twice
-    // that split) in flight, one wgmma group each. More sets keep more groups queued for the tensor cores while the next
+    // Precision::Tf32: register sets of X fragments (4 regs per 64-row atom) in flight, one
+    // wgmma group each. More sets keep more groups queued for the tensor cores while the next
     // fragment loads; two atoms per consumer already keep a set's group busy twice as long.
+    // (Tf32x3 loads a whole k-block's fragments at once: mma_tile_split_x.)
     static constexpr int X_BUFFERS = M_ATOMS > 1 ? 2 : 4;
     // Precision::Tf32 with one 64-row atom of N <= 128: a k-step's wgmma is too short to hide
     // the next fragment's load behind, so whole k-blocks are loaded and issued at once instead
     // (two k-blocks of fragments in registers: what these tiles' small accumulators leave room for).
-    // Tf32x3's k-step is three wgmmas, long enough to hide the next load behind.
     static constexpr bool X_BY_KBLOCK = PRECISION == Precision::Tf32 && M_ATOMS == 1 && TILE_N <= 128;
 
     using Storage = SharedStorage<TILE_M, TILE_N, TILE_K, STAGES, W_PARTS>;

@@ -12,7 +12,8 @@
 //             big and small TF32 parts (ptx::split_tf32); three wgmmas with A from registers
 //             then accumulate small·W_big, big·W_small and big·W_big, reading W's big and
 //             small parts from the stage's two W tiles (the host splits W: a prepared weight,
-//             or W split into the workspace).
+//             or W split into the workspace); each k-block sums from zero in the tensor cores
+//             and is then added into acc on the CUDA cores.
 // All return with the last stage still held (released by the caller after wgmma_wait_group<0>).
 #pragma once
 
