@@ -453,3 +453,41 @@ fn huge_problems_plan_without_overflow() {
         }
     }
 }
+
+/// Tf32x3: Auto's kernels per size and device, W split into the workspace or read from a split
+/// weight, X repacked as it is for them, and the refusal of a split weight that only the TMA
+/// kernels can read when X cannot reach them.
+#[test]
+fn tf32x3_picks_its_kernels_and_reads_w_split() {
+    use Precision::Tf32x3;
+    let a = (ALIGNED, 4096);
+    let x3 = |d: &Dev, s: Shape, x: (u64, usize), workspace: usize| select_kernel(d, Dispatch::Auto, Tf32x3, s, x, a, workspace);
+    // Large and small M on sm_90 with a raw W: the TMA kernels, W split into the workspace.
+    let p = x3(&H200(), shape(16384, 4096, 4096), a, usize::MAX).unwrap();
+    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision), (Kernel::Sm90Cooperative128x128Tf32x3, false, true, Tf32x3));
+    assert_eq!(p.workspace.w.map(|r| r.len), Some(2 * 4096 * 4096), "both parts of W");
+    let p = x3(&H200(), shape(64, 4096, 4096), a, usize::MAX).unwrap();
+    assert_eq!((p.kernel, p.precision), (Kernel::Sm90Pingpong64x128Tf32x3, Tf32x3));
+    // No room to split W: the mma.sync kernels split it in registers.
+    let p = x3(&H200(), shape(16384, 4096, 4096), a, 0).unwrap();
+    assert_eq!((p.kernel, p.repack_w, p.precision), (Kernel::Sm80Mma64x64Vec4Tf32x3, false, Tf32x3));
+    // Off sm_90: the mma.sync kernels, whatever the size.
+    for d in [A100(), RTX4090()] {
+        let p = x3(&d, shape(16384, 4096, 4096), a, usize::MAX).unwrap();
+        assert_eq!((p.kernel, p.precision), (Kernel::Sm80Mma64x64Vec4Tf32x3, Tf32x3));
+    }
+    // A split weight: read as it is by the TMA kernels, also at tiny sizes and odd K (X repacked
+    // as it is, since the kernel splits it).
+    let p = select_prepared(&H200(), Dispatch::Auto, Tf32x3, shape(16384, 4096, 4096), a, 0).unwrap();
+    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision, p.workspace_len()), (Kernel::Sm90Cooperative128x128Tf32x3, false, false, Tf32x3, 0));
+    let p = select_prepared(&H200(), Dispatch::Auto, Tf32x3, shape(3, 5, 7), (ALIGNED, 7), usize::MAX).unwrap();
+    assert_eq!((p.kernel.family(), p.repack_x, p.repack_w, p.precision), (Family::TmaWgmma, true, false, Tf32x3));
+    // ...but without a workspace unaligned X cannot reach them: refused, not run at TF32 precision.
+    let e = select_prepared(&H200(), Dispatch::Auto, Tf32x3, shape(3, 5, 7), (ALIGNED, 7), 0).unwrap_err();
+    assert!(matches!(e, Error::KernelUnavailable { .. }) && e.to_string().contains("split"), "{e}");
+    // Forcing an mma.sync Tf32x3 kernel on a split weight is refused; with K = 0 nothing is read.
+    let forced = Dispatch::Force(Kernel::Sm80Mma64x64Vec4Tf32x3);
+    assert!(select_prepared(&H200(), forced, Tf32x3, shape(64, 64, 64), (ALIGNED, 64), usize::MAX).is_err());
+    let p = select_prepared(&H200(), forced, Tf32x3, shape(64, 64, 0), (ALIGNED, 0), usize::MAX).unwrap();
+    assert_eq!(p.precision, Tf32x3);
+}
