@@ -15,7 +15,9 @@ fn linear_allocates_its_workspace_once_per_larger_shape() {
     let (k, n) = (1027, 384);
     let w = g.stream.clone_htod(&common::fill(n * k, &mut rng, |r| r.sym(0.03))).expect("w");
     let layer = Linear::new(g.gemm.clone(), w, None, k, n, 0.5).expect("Linear");
-    let x = g.stream.clone_htod(&common::fill(4096 * k, &mut rng, |r| r.unit())).expect("x");
+    // `forward` takes a dense rows × K buffer: one per row count.
+    let mut x_rows = |rows: usize| g.stream.clone_htod(&common::fill(rows * k, &mut rng, |r| r.unit())).expect("x");
+    let (x, x4096, x300) = (x_rows(1024), x_rows(4096), x_rows(300));
     let first = layer.forward(&x, 1024).expect("forward").expect("non-empty");
     assert_eq!(layer.workspace_allocations(), 1);
     let held = layer.workspace_len();
@@ -26,11 +28,11 @@ fn linear_allocates_its_workspace_once_per_larger_shape() {
         assert_eq!(g.stream.clone_dtoh(&again).expect("dl"), g.stream.clone_dtoh(&first).expect("dl"), "a held workspace gives the same bits");
     }
     assert_eq!((layer.workspace_allocations(), layer.workspace_len()), (1, held), "a repeated shape allocates nothing");
-    layer.forward(&x, 4096).expect("more rows");
-    layer.forward(&x, 4096).expect("more rows again");
+    layer.forward(&x4096, 4096).expect("more rows");
+    layer.forward(&x4096, 4096).expect("more rows again");
     assert_eq!(layer.workspace_allocations(), 2, "a larger call grows it once");
     layer.forward(&x, 1024).expect("the first shape again");
-    layer.forward(&x, 300).expect("fewer rows");
+    layer.forward(&x300, 300).expect("fewer rows");
     assert_eq!(layer.workspace_allocations(), 2, "calls needing less than held allocate nothing");
     assert!(layer.workspace_len() >= held);
 }
