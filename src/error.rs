@@ -133,6 +133,18 @@ pub enum Error {
     },
     /// A CUDA driver call failed.
     Driver(DriverError),
+    /// The devices given to a multi-GPU call are not a valid set (none, or one device twice).
+    InvalidDevices {
+        /// What is wrong, in words.
+        reason: &'static str,
+    },
+    /// The NCCL library could not be loaded (feature `nccl`): cudarc looks for `libnccl.so`
+    /// (README, "Several GPUs").
+    #[cfg(feature = "nccl")]
+    NoNccl,
+    /// An NCCL call failed (feature `nccl`).
+    #[cfg(feature = "nccl")]
+    Nccl(cudarc::nccl::result::NcclError),
 }
 
 impl fmt::Display for Error {
@@ -187,6 +199,14 @@ impl fmt::Display for Error {
                 "w: the weight was prepared for {prepared:?} rounding but this handle rounds {asked:?}; prepare it with a handle of the same rounding"
             ),
             Error::Driver(e) => write!(f, "CUDA driver error: {e:?}"),
+            Error::InvalidDevices { reason } => write!(f, "devices: {reason}"),
+            #[cfg(feature = "nccl")]
+            Error::NoNccl => write!(
+                f,
+                "the NCCL library (libnccl.so) could not be loaded: install NCCL, or link libnccl.so to the libnccl.so.2 of the nvidia-nccl wheel on LD_LIBRARY_PATH"
+            ),
+            #[cfg(feature = "nccl")]
+            Error::Nccl(e) => write!(f, "NCCL error: {:?}", e.0),
         }
     }
 }
@@ -197,6 +217,13 @@ impl std::error::Error for Error {
             Error::Driver(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+#[cfg(feature = "nccl")]
+impl From<cudarc::nccl::result::NcclError> for Error {
+    fn from(e: cudarc::nccl::result::NcclError) -> Self {
+        Error::Nccl(e)
     }
 }
 
@@ -229,6 +256,7 @@ mod tests {
             (Error::MisalignedPointer { operand: Operand::X, address: 0x1002 }, &["x:", "0x1002", "4-byte"]),
             (Error::Overlapping { operand: Operand::Out, with: Operand::Workspace }, &["out", "workspace", "overlaps"]),
             (Error::PreparedForOtherPrecision { prepared: Precision::Tf32, asked: Precision::Tf32Truncated }, &["w:", "Tf32", "Tf32Truncated"]),
+            (Error::InvalidDevices { reason: "device 1 appears twice" }, &["devices", "device 1 appears twice"]),
             (Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128Trunc, reason: "needs sm_90" }, &["ge_sm90_pingpong_128x128x32_s6_trunc", "needs sm_90"]),
         ];
         for (error, words) in cases {

@@ -106,6 +106,8 @@ mod held;
 mod kernels;
 mod linear;
 mod matrix;
+#[cfg(feature = "nccl")]
+mod sharded;
 pub mod sys;
 #[cfg(feature = "testbed")]
 pub mod testbed;
@@ -117,6 +119,8 @@ pub use gemm::{Dispatch, FusedGemm, Plan, PreparedWeight, RawBuffer, RawMatrix, 
 pub use kernels::{Family, Kernel, Precision};
 pub use linear::Linear;
 pub use matrix::{MatrixMut, MatrixRef};
+#[cfg(feature = "nccl")]
+pub use sharded::{device_streams, nccl_library_present, ShardedLinear};
 
 /// Re-export of the cudarc version this crate's API speaks.
 pub use cudarc;

@@ -154,6 +154,22 @@ impl Linear {
         self.gemm.run(stream, x, &self.prepared, bias.as_ref(), self.scale, out)
     }
 
+    /// [`Linear::forward_into`] with the workspace `forward` uses (the layer's own, grown if
+    /// this call needs more), on `stream`: what a caller that owns the output buffer runs (the
+    /// sharded layer writes its shards into its gather buffers so).
+    #[cfg_attr(not(feature = "nccl"), allow(dead_code))]
+    pub(crate) fn forward_into_held(&self, stream: &Arc<CudaStream>, x: &MatrixRef<'_>, out: &mut MatrixMut<'_>) -> Result<Option<Plan>> {
+        let key = CallKey { rows: x.rows(), ld: x.ld(), offset_mod_4: x.offset_mod_4(stream) };
+        let bias = self.bias.as_ref().map(|b| b.as_view());
+        self.held().run(&self.gemm, stream, key, x, &self.prepared, bias.as_ref(), self.scale, out)
+    }
+
+    /// The handle the layer runs with.
+    #[cfg_attr(not(feature = "nccl"), allow(dead_code))]
+    pub(crate) fn gemm(&self) -> &FusedGemm {
+        &self.gemm
+    }
+
     /// The held workspace. A poisoned lock (a panic elsewhere while it was held) leaves a valid
     /// workspace: at worst one sized for another call, which the next call re-sizes.
     fn held(&self) -> MutexGuard<'_, HeldWorkspace> {

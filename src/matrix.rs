@@ -3,7 +3,7 @@
 //! Constructing a view checks nothing; every call that takes one validates it (shape against the
 //! other operands, `ld >= cols`, buffer length) and names the operand in its error.
 
-use cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr};
 
 /// A read-only `rows × cols` row-major matrix in device memory with row stride `ld` elements.
 /// Row `r` starts at element `r * ld` of `data`; elements between `cols` and `ld` are not read.
@@ -42,6 +42,14 @@ impl<'a> MatrixRef<'a> {
     /// Row stride in elements.
     pub fn ld(&self) -> usize {
         self.ld
+    }
+
+    /// The first element's address in f32 elements, modulo 4: whether rows can start 16-byte
+    /// aligned (with `ld`), which decides a repack.
+    #[cfg_attr(not(feature = "nccl"), allow(dead_code))]
+    pub(crate) fn offset_mod_4(&self, stream: &CudaStream) -> usize {
+        let (address, _record) = self.data.device_ptr(stream);
+        ((address / 4) % 4) as usize
     }
 }
 

@@ -1,0 +1,227 @@
+//! Two GPUs against one (issue 18): [`ShardedLinear`] over devices 0 and 1 against [`Linear`]
+//! on device 0, on the reference shape 16384×4096×4096 and on 16384×16384×8192 (M×N×K).
+//!
+//! Variants, all `Precision::Tf32` (round to nearest), each timed as a whole forward (its output
+//! allocated on the stream, as `forward` does):
+//! - `1 GPU`: `Linear::forward` on device 0 (the full W);
+//! - `2 GPUs, sharded`: `ShardedLinear::forward`, each device's column block of the output;
+//! - `2 GPUs, gathered, c chunks`: `ShardedLinear::forward_gathered`, the full output on both
+//!   devices, the gather of each row chunk overlapping the next chunk's GEMM (c = 1: none).
+//!
+//! A sample is `reps` back-to-back calls of one variant, then every device synchronised, timed on
+//! the host (calls of ≥ 1 ms, so launch costs are noise); rounds interleave the variants (each
+//! round starts with the next one); medians. Speed-up = 1-GPU time / time; efficiency =
+//! speed-up / 2. Before timing, one call of each variant is checked against the f64 reference on
+//! sampled elements (‖e‖/‖ref‖ and max |e|/|ref| in the table).
+//!
+//! Run: `cargo bench --features nccl --bench sharded [-- FILTER]` with ids `sharded/reference`
+//! and `sharded/wide`; needs two devices and NCCL (`libnccl.so` on the library path, README).
+//! `GEMM_EPILOGUE_ROUNDS` (default 9). Report: printed, and written to
+//! `$GEMM_EPILOGUE_BENCH_OUT` (default `target/sharded.md`). Without two devices or NCCL it prints
+//! `skipped:` and exits 0 (1 with `GEMM_EPILOGUE_REQUIRE_GPU=1`).
+
+#[path = "common/mod.rs"]
+mod common;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use gemm_epilogue::cudarc::driver::{CudaSlice, CudaStream};
+use gemm_epilogue::testbed::reference::{element, HostMatrix, SplitMix64};
+use gemm_epilogue::{device_streams, nccl_library_present, FusedGemm, Linear, Precision, ShardedLinear};
+
+const SCALE: f32 = 0.5;
+const SHAPES: [(&str, usize, usize, usize); 2] = [("reference", 16384, 4096, 4096), ("wide", 16384, 16384, 8192)];
+const CHUNKS: [usize; 4] = [1, 2, 4, 8];
+/// Host time per sample, at least.
+const SAMPLE_MS: f64 = 60.0;
+const CHECKED: usize = 512;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Variant {
+    One,
+    Sharded,
+    Gathered(usize),
+}
+
+impl Variant {
+    fn name(self) -> String {
+        match self {
+            Variant::One => "1 GPU (`Linear::forward`)".into(),
+            Variant::Sharded => "2 GPUs, sharded output (`forward`)".into(),
+            Variant::Gathered(c) => format!("2 GPUs, gathered output, {c} chunk{} (`forward_gathered`)", if c == 1 { "" } else { "s" }),
+        }
+    }
+}
+
+struct Shape {
+    n: usize,
+    k: usize,
+    x: Vec<f32>,
+    w: Vec<f32>,
+    b: Vec<f32>,
+}
+
+struct Setup {
+    streams: Vec<Arc<CudaStream>>,
+    one: Linear,
+    x0: CudaSlice<f32>,
+    two: ShardedLinear,
+    xs: Vec<CudaSlice<f32>>,
+}
+
+impl Setup {
+    fn new(streams: &[Arc<CudaStream>], s: &Shape) -> Self {
+        let s0 = &streams[0];
+        let gemm = FusedGemm::new(s0.context()).expect("kernels");
+        let one = Linear::new(gemm, s0.clone_htod(&s.w).expect("w"), Some(s0.clone_htod(&s.b).expect("b")), s.k, s.n, SCALE).expect("Linear");
+        let x0 = s0.clone_htod(&s.x).expect("x");
+        let two = ShardedLinear::from_host(streams, Precision::Tf32, &s.w, Some(&s.b), s.k, s.n, SCALE).expect("ShardedLinear");
+        let xs = two.replicate(&x0).expect("replicate");
+        Self { streams: streams.to_vec(), one, x0, two, xs }
+    }
+
+    /// One call; the output as the host sees it (`rows × n`, assembled from the shards).
+    fn call(&mut self, v: Variant, m: usize) -> Output {
+        match v {
+            Variant::One => Output::Full(self.one.forward(&self.x0, m).expect("forward").expect("rows")),
+            Variant::Sharded => Output::Shards(self.two.forward(&self.xs, m).expect("forward")),
+            Variant::Gathered(c) => {
+                self.two.set_gather_chunks(c);
+                Output::Gathered(self.two.forward_gathered(&self.xs, m).expect("gathered").expect("rows"))
+            }
+        }
+    }
+
+    fn sync(&self) {
+        for s in &self.streams {
+            s.synchronize().expect("sync");
+        }
+    }
+}
+
+enum Output {
+    Full(CudaSlice<f32>),
+    Shards(Vec<Option<CudaSlice<f32>>>),
+    Gathered(Vec<CudaSlice<f32>>),
+}
+
+impl Output {
+    /// Element (r, c) of the full output, for the sampled checks (device 0's copy; a sharded
+    /// output from the shard that owns column c).
+    fn elements(&self, two: &ShardedLinear, n: usize, at: &[(usize, usize)]) -> Vec<f32> {
+        let dl = |s: &CudaSlice<f32>| s.stream().clone_dtoh(s).expect("download");
+        match self {
+            Output::Full(o) => {
+                let h = dl(o);
+                at.iter().map(|&(r, c)| h[r * n + c]).collect()
+            }
+            Output::Gathered(o) => {
+                let h = dl(&o[1]); // the copy that went through NCCL on a 2-device layer
+                at.iter().map(|&(r, c)| h[r * n + c]).collect()
+            }
+            Output::Shards(parts) => {
+                let hosts: Vec<Option<Vec<f32>>> = parts.iter().map(|p| p.as_ref().map(dl)).collect();
+                at.iter()
+                    .map(|&(r, c)| {
+                        let g = (0..two.devices()).find(|&g| two.columns(g).is_some_and(|cols| cols.contains(&c))).expect("owner");
+                        let cols = two.columns(g).expect("cols");
+                        hosts[g].as_ref().expect("shard")[r * cols.len() + (c - cols.start)]
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
+fn main() {
+    let args = common::args::parse();
+    let selected: Vec<_> = SHAPES.iter().filter(|s| args.selects(&format!("sharded/{}", s.0))).collect();
+    if args.list {
+        for s in &SHAPES {
+            println!("sharded/{}: bench", s.0);
+        }
+        return;
+    }
+    if selected.is_empty() {
+        println!("sharded: no benchmark id matches the filter {:?}", args.filter);
+        return;
+    }
+    if !nccl_library_present() {
+        return common::skip_or_fail("NCCL (libnccl.so) does not load".into());
+    }
+    let streams = match device_streams(2) {
+        Ok(s) => s,
+        Err(e) => return common::skip_or_fail(format!("two devices: {e}")),
+    };
+    let rounds: usize = std::env::var("GEMM_EPILOGUE_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(9);
+    let rounds = if args.bench_mode { rounds } else { 1 };
+    let device = format!("2 × {}", streams[0].context().name().unwrap_or_else(|_| "unknown".into()));
+    let mut report = common::run_info::header("Two GPUs against one: ShardedLinear (issue 18)", &device);
+    let mut rng = SplitMix64::new(0x5eed_0018);
+    for &&(_, m, n, k) in &selected {
+        let a = 1.0 / (k as f32).sqrt();
+        let fill = |len: usize, rng: &mut SplitMix64, amp: f32| (0..len).map(|_| rng.sym(amp)).collect::<Vec<f32>>();
+        let shape = Shape { n, k, x: fill(m * k, &mut rng, 1.0), w: fill(n * k, &mut rng, a), b: fill(n, &mut rng, a), };
+        let mut setup = Setup::new(&streams, &shape);
+        let mut variants = vec![Variant::One, Variant::Sharded];
+        variants.extend(CHUNKS.iter().map(|&c| Variant::Gathered(c)));
+
+        // Accuracy on sampled elements, one call of each variant.
+        let at: Vec<(usize, usize)> = (0..CHECKED).map(|_| (rng.below(m), rng.below(n))).collect();
+        let (x, w) = (HostMatrix::new(&shape.x, m, k), HostMatrix::new(&shape.w, n, k));
+        let want: Vec<f64> = at.iter().map(|&(r, c)| element(x, w, Some(&shape.b), SCALE, r, c).value).collect();
+        let mut errors = Vec::new();
+        for &v in &variants {
+            let out = setup.call(v, m);
+            let got = out.elements(&setup.two, n, &at);
+            let (e2, r2, max) = got.iter().zip(&want).fold((0.0, 0.0, 0.0f64), |(e2, r2, max), (&g, &w)| {
+                let e = g as f64 - w;
+                (e2 + e * e, r2 + w * w, max.max(e.abs() / w.abs().max(1e-30)))
+            });
+            errors.push(((e2 / r2).sqrt(), max));
+        }
+
+        // Calls per sample, from one timed call of the 1-GPU variant.
+        setup.sync();
+        let t = Instant::now();
+        drop(setup.call(Variant::One, m));
+        setup.sync();
+        let reps = ((SAMPLE_MS / (t.elapsed().as_secs_f64() * 1e3)).ceil() as usize).clamp(2, 200);
+        let mut samples = vec![Vec::new(); variants.len()];
+        for round in 0..rounds {
+            for i in 0..variants.len() {
+                let j = (round + i) % variants.len();
+                setup.sync();
+                let t = Instant::now();
+                for _ in 0..reps {
+                    drop(setup.call(variants[j], m));
+                }
+                setup.sync();
+                samples[j].push(t.elapsed().as_secs_f64() * 1e3 / reps as f64);
+            }
+        }
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let medians: Vec<f64> = samples.iter_mut().map(median).collect();
+        let flops = 2.0 * (m * n * k) as f64;
+        report += &format!(
+            "\n### {m}×{n}×{k} (M×N×K), s = {SCALE}, `Precision::Tf32` (operands rounded to nearest TF32) everywhere; {rounds} interleaved rounds of {reps} calls; error on {CHECKED} sampled elements vs f64\n\n\
+             | variant | median ms | TFLOP/s (all GPUs) | speed-up vs 1 GPU | efficiency (/2) | ‖e‖/‖ref‖ | max \\|e\\|/\\|ref\\| |\n|---|---:|---:|---:|---:|---:|---:|\n"
+        );
+        for (i, v) in variants.iter().enumerate() {
+            let speedup = medians[0] / medians[i];
+            let eff = if *v == Variant::One { "–".to_string() } else { format!("{:.3}", speedup / 2.0) };
+            report += &format!("| {} | {:.4} | {:.1} | {:.3} | {eff} | {:.2e} | {:.2e} |\n", v.name(), medians[i], flops / medians[i] / 1e9, speedup, errors[i].0, errors[i].1);
+        }
+        println!("{report}");
+    }
+    if args.bench_mode {
+        let path = std::env::var("GEMM_EPILOGUE_BENCH_OUT").unwrap_or_else(|_| "target/sharded.md".into());
+        if let Err(e) = std::fs::write(&path, &report) {
+            eprintln!("sharded: cannot write {path}: {e}");
+        }
+    }
+}
