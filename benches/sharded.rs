@@ -5,8 +5,11 @@
 //! allocated on the stream, as `forward` does):
 //! - `1 GPU`: `Linear::forward` on device 0 (the full W);
 //! - `2 GPUs, sharded`: `ShardedLinear::forward`, each device's column block of the output;
-//! - `2 GPUs, gathered, c chunks`: `ShardedLinear::forward_gathered`, the full output on both
-//!   devices, the gather of each row chunk overlapping the next chunk's GEMM (c = 1: none).
+//! - `1 GPU, one shard`: device 0's shard (N/2 columns) alone on device 0: the time each device
+//!   would take in `2 GPUs, sharded` if the two did not slow each other;
+//! - `2 GPUs, gathered, c chunks, r SMs`: `ShardedLinear::forward_gathered`, the full output on
+//!   both devices, the gather of each row chunk overlapping the next chunk's GEMM (c = 1: none),
+//!   that GEMM leaving r SMs to NCCL (`with_comm_sms`).
 //!
 //! A sample is `reps` back-to-back calls of one variant, then every device synchronised, timed on
 //! the host (calls of ≥ 1 ms, so launch costs are noise); rounds interleave the variants (each
@@ -32,7 +35,6 @@ use gemm_epilogue::{device_streams, nccl_library_present, FusedGemm, Linear, Pre
 
 const SCALE: f32 = 0.5;
 const SHAPES: [(&str, usize, usize, usize); 2] = [("reference", 16384, 4096, 4096), ("wide", 16384, 16384, 8192)];
-const CHUNKS: [usize; 4] = [1, 2, 4, 8];
 /// Host time per sample, at least.
 const SAMPLE_MS: f64 = 60.0;
 const CHECKED: usize = 512;
@@ -40,16 +42,24 @@ const CHECKED: usize = 512;
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Variant {
     One,
+    /// Device 0's shard alone, on device 0: what each device does in `Sharded`, without the other.
+    OneShard,
     Sharded,
-    Gathered(usize),
+    Gathered { chunks: usize, comm_sms: u32 },
 }
+
+/// The gathered variants: (chunks, SMs left to NCCL).
+const GATHERED: [(usize, u32); 7] = [(1, 0), (4, 0), (4, 8), (4, 16), (8, 0), (8, 8), (8, 16)];
 
 impl Variant {
     fn name(self) -> String {
         match self {
             Variant::One => "1 GPU (`Linear::forward`)".into(),
+            Variant::OneShard => "1 GPU, one shard (N/2) alone".into(),
             Variant::Sharded => "2 GPUs, sharded output (`forward`)".into(),
-            Variant::Gathered(c) => format!("2 GPUs, gathered output, {c} chunk{} (`forward_gathered`)", if c == 1 { "" } else { "s" }),
+            Variant::Gathered { chunks, comm_sms } => {
+                format!("2 GPUs, gathered output (`forward_gathered`), {chunks} chunk{}, {comm_sms} SMs left to NCCL", if chunks == 1 { "" } else { "s" })
+            }
         }
     }
 }
@@ -65,6 +75,7 @@ struct Shape {
 struct Setup {
     streams: Vec<Arc<CudaStream>>,
     one: Linear,
+    one_shard: Linear,
     x0: CudaSlice<f32>,
     two: ShardedLinear,
     xs: Vec<CudaSlice<f32>>,
@@ -77,18 +88,30 @@ impl Setup {
         let one = Linear::new(gemm, s0.clone_htod(&s.w).expect("w"), Some(s0.clone_htod(&s.b).expect("b")), s.k, s.n, SCALE).expect("Linear");
         let x0 = s0.clone_htod(&s.x).expect("x");
         let two = ShardedLinear::from_host(streams, Precision::Tf32, &s.w, Some(&s.b), s.k, s.n, SCALE).expect("ShardedLinear");
+        let cols = two.columns(0).expect("shard 0");
+        let one_shard = Linear::new(
+            FusedGemm::new(s0.context()).expect("kernels"),
+            s0.clone_htod(&s.w[cols.start * s.k..cols.end * s.k]).expect("w rows"),
+            Some(s0.clone_htod(&s.b[cols.clone()]).expect("b rows")),
+            s.k,
+            cols.len(),
+            SCALE,
+        )
+        .expect("Linear");
         let xs = two.replicate(&x0).expect("replicate");
-        Self { streams: streams.to_vec(), one, x0, two, xs }
+        Self { streams: streams.to_vec(), one, one_shard, x0, two, xs }
     }
 
     /// One call; the output as the host sees it (`rows × n`, assembled from the shards).
     fn call(&mut self, v: Variant, m: usize) -> Output {
         match v {
             Variant::One => Output::Full(self.one.forward(&self.x0, m).expect("forward").expect("rows")),
+            Variant::OneShard => Output::Shards(vec![self.one_shard.forward(&self.x0, m).expect("forward"), None]),
             Variant::Sharded => Output::Shards(self.two.forward(&self.xs, m).expect("forward")),
-            Variant::Gathered(c) => {
-                self.two.set_gather_chunks(c);
-                Output::Gathered(self.two.forward_gathered(&self.xs, m).expect("gathered").expect("rows"))
+            Variant::Gathered { chunks, comm_sms } => {
+                self.two.set_gather_chunks(chunks);
+                self.two.set_comm_sms(comm_sms);
+                Output::Gathered(self.two.forward_gathered(&self.xs, m).expect("gathered"))
             }
         }
     }
@@ -157,6 +180,7 @@ fn main() {
     let rounds: usize = std::env::var("GEMM_EPILOGUE_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(9);
     let rounds = if args.bench_mode { rounds } else { 1 };
     let device = format!("2 × {}", streams[0].context().name().unwrap_or_else(|_| "unknown".into()));
+    let _ = std::fs::create_dir_all("target");
     let mut report = common::run_info::header("Two GPUs against one: ShardedLinear (issue 18)", &device);
     let mut rng = SplitMix64::new(0x5eed_0018);
     for &&(_, m, n, k) in &selected {
@@ -164,8 +188,8 @@ fn main() {
         let fill = |len: usize, rng: &mut SplitMix64, amp: f32| (0..len).map(|_| rng.sym(amp)).collect::<Vec<f32>>();
         let shape = Shape { n, k, x: fill(m * k, &mut rng, 1.0), w: fill(n * k, &mut rng, a), b: fill(n, &mut rng, a), };
         let mut setup = Setup::new(&streams, &shape);
-        let mut variants = vec![Variant::One, Variant::Sharded];
-        variants.extend(CHUNKS.iter().map(|&c| Variant::Gathered(c)));
+        let mut variants = vec![Variant::One, Variant::OneShard, Variant::Sharded];
+        variants.extend(GATHERED.iter().map(|&(chunks, comm_sms)| Variant::Gathered { chunks, comm_sms }));
 
         // Accuracy on sampled elements, one call of each variant.
         let at: Vec<(usize, usize)> = (0..CHECKED).map(|_| (rng.below(m), rng.below(n))).collect();
@@ -173,6 +197,11 @@ fn main() {
         let want: Vec<f64> = at.iter().map(|&(r, c)| element(x, w, Some(&shape.b), SCALE, r, c).value).collect();
         let mut errors = Vec::new();
         for &v in &variants {
+            if v == Variant::OneShard {
+                errors.push((f64::NAN, f64::NAN)); // shard 0's columns only: not the full output
+                drop(setup.call(v, m));
+                continue;
+            }
             let out = setup.call(v, m);
             let got = out.elements(&setup.two, n, &at);
             let (e2, r2, max) = got.iter().zip(&want).fold((0.0, 0.0, 0.0f64), |(e2, r2, max), (&g, &w)| {
@@ -213,8 +242,13 @@ fn main() {
         );
         for (i, v) in variants.iter().enumerate() {
             let speedup = medians[0] / medians[i];
-            let eff = if *v == Variant::One { "–".to_string() } else { format!("{:.3}", speedup / 2.0) };
-            report += &format!("| {} | {:.4} | {:.1} | {:.3} | {eff} | {:.2e} | {:.2e} |\n", v.name(), medians[i], flops / medians[i] / 1e9, speedup, errors[i].0, errors[i].1);
+            let (eff, flops) = match v {
+                Variant::One => ("–".to_string(), flops),
+                Variant::OneShard => ("–".to_string(), flops * setup.two.columns(0).expect("shard").len() as f64 / n as f64),
+                _ => (format!("{:.3}", speedup / 2.0), flops),
+            };
+            let err = |e: f64| if e.is_nan() { "–".to_string() } else { format!("{e:.2e}") };
+            report += &format!("| {} | {:.4} | {:.1} | {:.3} | {eff} | {} | {} |\n", v.name(), medians[i], flops / medians[i] / 1e9, speedup, err(errors[i].0), err(errors[i].1));
         }
         println!("{report}");
     }

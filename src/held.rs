@@ -2,6 +2,7 @@
 //! the plan of the call (what Auto wants, [`FusedGemm::workspace_len`]), grown when a call needs
 //! more, kept otherwise, so a repeated shape allocates nothing and plans once per call.
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaView};
@@ -25,8 +26,9 @@ pub(crate) struct CallKey {
 #[derive(Debug, Default)]
 pub(crate) struct HeldWorkspace {
     buffer: Option<CudaSlice<f32>>,
-    /// The need of the last call's key: a repeated call skips sizing (a second plan).
-    sized: Option<(CallKey, usize)>,
+    /// The need of the last call's key (and the SM limit of the handle that ran it, which
+    /// changes stream-K's partial tiles): a repeated call skips sizing (a second plan).
+    sized: Option<(CallKey, Option<NonZeroU32>, usize)>,
     allocations: u64,
 }
 
@@ -57,10 +59,10 @@ impl HeldWorkspace {
         out: &mut MatrixMut<'_>,
     ) -> Result<Option<Plan>> {
         let need = match self.sized {
-            Some((k, need)) if k == key => need,
+            Some((k, limit, need)) if k == key && limit == gemm.sm_limit() => need,
             _ => {
                 let need = gemm.workspace_len(stream, x, w)?;
-                self.sized = Some((key, need));
+                self.sized = Some((key, gemm.sm_limit(), need));
                 need
             }
         };

@@ -155,13 +155,14 @@ impl Linear {
     }
 
     /// [`Linear::forward_into`] with the workspace `forward` uses (the layer's own, grown if
-    /// this call needs more), on `stream`: what a caller that owns the output buffer runs (the
-    /// sharded layer writes its shards into its gather buffers so).
+    /// this call needs more), on `stream`, through `gemm` (the layer's handle or one derived
+    /// from it, e.g. with an SM limit; the same precision): what a caller that owns the output
+    /// buffer runs (the sharded layer writes its shards into its gather buffers so).
     #[cfg_attr(not(feature = "nccl"), allow(dead_code))]
-    pub(crate) fn forward_into_held(&self, stream: &Arc<CudaStream>, x: &MatrixRef<'_>, out: &mut MatrixMut<'_>) -> Result<Option<Plan>> {
+    pub(crate) fn forward_into_held(&self, gemm: &FusedGemm, stream: &Arc<CudaStream>, x: &MatrixRef<'_>, out: &mut MatrixMut<'_>) -> Result<Option<Plan>> {
         let key = CallKey { rows: x.rows(), ld: x.ld(), offset_mod_4: x.offset_mod_4(stream) };
         let bias = self.bias.as_ref().map(|b| b.as_view());
-        self.held().run(&self.gemm, stream, key, x, &self.prepared, bias.as_ref(), self.scale, out)
+        self.held().run(gemm, stream, key, x, &self.prepared, bias.as_ref(), self.scale, out)
     }
 
     /// The handle the layer runs with.

@@ -16,6 +16,7 @@ pub(crate) mod validate;
 mod weight;
 mod workspace;
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceSlice};
@@ -32,7 +33,7 @@ pub(crate) use shape::Shape;
 
 use crate::device::DeviceInfo;
 use crate::error::{Error, Operand, Result};
-use crate::kernels::loaded::LoadedKernels;
+use crate::kernels::loaded::{LoadedKernels, Occupancy};
 use crate::kernels::{Kernel, Precision};
 use crate::matrix::{MatrixMut, MatrixRef};
 use dispatch::{Call, Policy};
@@ -48,6 +49,8 @@ use validate::Extent;
 pub struct FusedGemm {
     pub(crate) kernels: Arc<LoadedKernels>,
     policy: Policy,
+    /// At most this many SMs per launch ([`FusedGemm::with_sm_limit`]); `None`: all.
+    sm_limit: Option<NonZeroU32>,
 }
 
 impl std::fmt::Debug for FusedGemm {
@@ -56,6 +59,7 @@ impl std::fmt::Debug for FusedGemm {
             .field("device", &self.kernels.device)
             .field("dispatch", &self.policy.dispatch)
             .field("rounding", &self.policy.precision)
+            .field("sm_limit", &self.sm_limit)
             .finish()
     }
 }
@@ -67,7 +71,7 @@ impl FusedGemm {
     pub fn new(ctx: &Arc<CudaContext>) -> Result<Self> {
         let kernels = crate::kernels::shared::loaded_kernels(ctx)?;
         let policy = Policy { dispatch: Dispatch::Auto, precision: dispatch::default_precision(&kernels.device) };
-        Ok(Self { kernels, policy })
+        Ok(Self { kernels, policy, sm_limit: None })
     }
 
     /// A handle sharing the loaded kernels that dispatches as `dispatch` says.
@@ -86,6 +90,33 @@ impl FusedGemm {
     /// docs/BENCHMARKS.md the cost.
     pub fn with_precision(&self, precision: Precision) -> Self {
         Self { policy: Policy { precision, ..self.policy }, ..self.clone() }
+    }
+
+    /// A handle sharing the loaded kernels whose launches occupy at most `sms` SMs (`None`: the
+    /// whole device), as cuBLASLt's `CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET`: the persistent sm_90
+    /// kernels launch at most that many CTAs (half as many 2-CTA clusters) and stream-K shares
+    /// its tiles among them, leaving the other SMs to work on other streams (an NCCL collective
+    /// overlapping the GEMM: [`crate::ShardedLinear`]). A limit at or above the device's SM
+    /// count changes nothing; a limit of 1 rules the cluster kernels out. The results may
+    /// differ in the last bits from an unlimited call's (stream-K splits K elsewhere).
+    pub fn with_sm_limit(&self, sms: Option<NonZeroU32>) -> Self {
+        Self { sm_limit: sms, ..self.clone() }
+    }
+
+    /// The SM limit in use ([`FusedGemm::with_sm_limit`]).
+    pub fn sm_limit(&self) -> Option<NonZeroU32> {
+        self.sm_limit
+    }
+
+    /// The device and occupancy dispatch plans with: the device's, within the SM limit.
+    fn resources(&self) -> (DeviceInfo, Occupancy) {
+        let (mut device, mut occupancy) = (self.kernels.device, self.kernels.occupancy);
+        if let Some(limit) = self.sm_limit {
+            device.sm_count = device.sm_count.min(limit.get());
+            // Every cluster kernel runs 2-CTA clusters (Occupancy::max_active_clusters).
+            occupancy.max_active_clusters = occupancy.max_active_clusters.min(device.sm_count / 2);
+        }
+        (device, occupancy)
     }
 
     /// The dispatch rule in use.
@@ -113,7 +144,10 @@ impl FusedGemm {
     /// among this many. 0 when the kernel cannot run here.
     pub fn wave(&self, kernel: Kernel) -> u32 {
         match self.kernels.function(kernel) {
-            Some(_) => self.kernels.occupancy.wave(&self.kernels.device, kernel),
+            Some(_) => {
+                let (device, occupancy) = self.resources();
+                occupancy.wave(&device, kernel)
+            }
             None => 0,
         }
     }
@@ -183,7 +217,8 @@ impl FusedGemm {
         if m == 0 || n == 0 {
             return Ok(0);
         }
-        Ok(workspace::max_len(&self.kernels.device, &self.kernels.occupancy, shape))
+        let (device, occupancy) = self.resources();
+        Ok(workspace::max_len(&device, &occupancy, shape))
     }
 
     // ---- end of workspace sizing ----
@@ -388,7 +423,8 @@ impl FusedGemm {
     }
 
     fn select(&self, call: Call) -> Result<Plan> {
-        dispatch::select(&self.kernels.device, &self.kernels.occupancy, self.policy, call)
+        let (device, occupancy) = self.resources();
+        dispatch::select(&device, &occupancy, self.policy, call)
     }
 }
 

@@ -14,6 +14,7 @@
 //! buffer of its own (a separate allocation: cudarc orders uses per allocation, and a shared one
 //! would make chunk c+1's GEMM wait for chunk c's gather).
 
+use std::num::NonZeroU32;
 use std::ops::Range;
 
 use cudarc::driver::CudaSlice;
@@ -21,22 +22,20 @@ use cudarc::driver::CudaSlice;
 use super::{columns, CommState, ShardedLinear};
 use crate::driver::copy::{copy_block, BlockAt};
 use crate::error::Result;
+use crate::gemm::FusedGemm;
 use crate::matrix::{MatrixMut, MatrixRef};
 
 impl ShardedLinear {
     /// The full `rows × out_features` output on every device: `outs[g]` lives on device g,
     /// ordered on its compute stream. `xs[g]` is the input on device g, as for
-    /// [`ShardedLinear::forward`]; `Ok(None)` when `rows` is 0.
+    /// [`ShardedLinear::forward`].
     ///
     /// Runs in [`ShardedLinear::gather_chunks`] row chunks, each chunk's NCCL gather
     /// overlapping the next chunk's GEMM. Each device's columns are bitwise those of
     /// `forward` with the same chunking (a chunk is a call of `rows_c` rows), and every device
     /// holds the same bits.
-    pub fn forward_gathered(&self, xs: &[CudaSlice<f32>], rows: usize) -> Result<Option<Vec<CudaSlice<f32>>>> {
+    pub fn forward_gathered(&self, xs: &[CudaSlice<f32>], rows: usize) -> Result<Vec<CudaSlice<f32>>> {
         self.check_inputs(xs, rows)?;
-        if rows == 0 {
-            return Ok(None);
-        }
         let (k, n) = (self.in_features, self.out_features);
         let per = columns::chunk_rows(rows, self.gather_chunks);
         let chunks: Vec<Range<usize>> = columns::row_chunks(rows, per).collect();
@@ -51,13 +50,15 @@ impl ShardedLinear {
         }
         for (c, chunk) in chunks.iter().enumerate() {
             let rc = chunk.len();
-            // 1. Each device's block of this chunk.
+            // 1. Each device's block of this chunk; after the first chunk, next to the previous
+            // chunk's gather, on fewer SMs.
             for (g, shard) in self.shards.iter().enumerate() {
                 if let Some(linear) = &shard.linear {
                     let x = MatrixRef::new(xs[g].slice(chunk.start * k..chunk.end * k), rc, k);
                     let cols = &shard.columns;
                     let block = staging[g][c].slice_mut(rc * cols.start..rc * cols.end);
-                    linear.forward_into_held(&shard.compute, &x, &mut MatrixMut::new(block, rc, cols.len()))?;
+                    let gemm = if c == 0 { linear.gemm().clone() } else { self.overlapping(linear.gemm()) };
+                    linear.forward_into_held(&gemm, &shard.compute, &x, &mut MatrixMut::new(block, rc, cols.len()))?;
                 }
                 comms.rank(g).stream().join(&shard.compute)?;
             }
@@ -86,7 +87,18 @@ impl ShardedLinear {
         for (g, shard) in self.shards.iter().enumerate() {
             shard.compute.join(&comms.rank(g).stream())?;
         }
-        Ok(Some(outs))
+        Ok(outs)
+    }
+}
+
+impl ShardedLinear {
+    /// `gemm` limited to the SMs a GEMM running next to a gather gets.
+    fn overlapping(&self, gemm: &FusedGemm) -> FusedGemm {
+        let sms = gemm.device().sm_count;
+        match self.comm_sms {
+            0 => gemm.clone(),
+            comm => gemm.with_sm_limit(NonZeroU32::new(sms.saturating_sub(comm).max(1))),
+        }
     }
 }
 

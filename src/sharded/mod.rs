@@ -49,6 +49,7 @@ pub struct ShardedLinear {
     scale: f32,
     precision: Precision,
     gather_chunks: usize,
+    comm_sms: u32,
     comm: Mutex<CommState>,
 }
 
@@ -79,6 +80,9 @@ pub fn device_streams(count: usize) -> Result<Vec<Arc<CudaStream>>> {
 
 /// Default chunks of the gathered forward (see [`ShardedLinear::with_gather_chunks`]).
 const DEFAULT_GATHER_CHUNKS: usize = 4;
+/// Default SMs left to NCCL while a chunk's gather overlaps the next chunk's GEMM (see
+/// [`ShardedLinear::with_comm_sms`]).
+const DEFAULT_COMM_SMS: u32 = 8;
 
 impl ShardedLinear {
     /// Splits a layer held on the host — `weight` (out_features × in_features, row-major, as in
@@ -257,6 +261,22 @@ impl ShardedLinear {
     pub fn set_gather_chunks(&mut self, chunks: usize) {
         self.gather_chunks = chunks.max(1);
     }
+    /// SMs each device leaves free while its GEMM runs next to a gather (default 8): a
+    /// persistent GEMM holds every SM it is given until it ends, so NCCL's kernels, which need
+    /// SMs of their own, would otherwise wait for it and nothing would overlap. Chunks after the
+    /// first run with [`FusedGemm::with_sm_limit`]`(SMs − comm_sms)`; 0 gives the GEMM every SM.
+    pub fn with_comm_sms(mut self, sms: u32) -> Self {
+        self.set_comm_sms(sms);
+        self
+    }
+    /// [`ShardedLinear::with_comm_sms`] in place.
+    pub fn set_comm_sms(&mut self, sms: u32) {
+        self.comm_sms = sms;
+    }
+    /// SMs left to NCCL during an overlapped gather.
+    pub fn comm_sms(&self) -> u32 {
+        self.comm_sms
+    }
 
     /// Each device's shard of the output: `outs[g]` is the dense `rows × columns(g).len()`
     /// block `out[:, columns(g)]` on device g (`None` when it is empty). `xs[g]` is the input,
@@ -267,7 +287,7 @@ impl ShardedLinear {
         self.check_inputs(xs, rows)?;
         let mut outs = Vec::with_capacity(self.shards.len());
         for (shard, x) in self.shards.iter().zip(xs) {
-            let Some(linear) = shard.linear.as_ref().filter(|_| rows > 0) else {
+            let Some(linear) = &shard.linear else {
                 outs.push(None);
                 continue;
             };
@@ -275,7 +295,7 @@ impl ShardedLinear {
             // SAFETY: every element is written by the kernel before anything reads it.
             let mut out = unsafe { shard.compute.alloc::<f32>(rows * n) }?;
             let x = MatrixRef::from_slice(x, rows, self.in_features);
-            linear.forward_into_held(&shard.compute, &x, &mut MatrixMut::from_slice(&mut out, rows, n))?;
+            linear.forward_into_held(linear.gemm(), &shard.compute, &x, &mut MatrixMut::from_slice(&mut out, rows, n))?;
             outs.push(Some(out));
         }
         Ok(outs)
@@ -331,10 +351,11 @@ impl ShardedLinear {
     fn assemble(comms: Comms, shards: Vec<Shard>, in_features: usize, out_features: usize, scale: f32, precision: Precision) -> Self {
         let staging = vec![Vec::new(); shards.len()];
         let comm = Mutex::new(CommState { comms, staging });
-        Self { shards, in_features, out_features, scale, precision, gather_chunks: DEFAULT_GATHER_CHUNKS, comm }
+        Self { shards, in_features, out_features, scale, precision, gather_chunks: DEFAULT_GATHER_CHUNKS, comm_sms: DEFAULT_COMM_SMS, comm }
     }
 
-    /// `xs`: one dense `rows × in_features` input per device, on that device.
+    /// `xs`: one dense `rows × in_features` input per device, on that device. Zero rows never
+    /// pass (the driver allocates no 0-byte input to go with them).
     fn check_inputs(&self, xs: &[CudaSlice<f32>], rows: usize) -> Result<()> {
         if xs.len() != self.shards.len() {
             return Err(Error::ShapeMismatch { what: "xs.len() vs devices (one input per device)", expected: self.shards.len(), found: xs.len() });
