@@ -19,7 +19,8 @@
 //!
 //! Run: `cargo bench --features nccl --bench sharded [-- FILTER]` with ids `sharded/reference`
 //! and `sharded/wide`; needs two devices and NCCL (`libnccl.so` on the library path, README).
-//! `GEMM_EPILOGUE_ROUNDS` (default 9). Report: printed, and written to
+//! `GEMM_EPILOGUE_ROUNDS` (default 9), `GEMM_EPILOGUE_SHARDED_GATHERED` (the gathered variants,
+//! `chunks:sms,…`); NCCL's own variables (e.g. `NCCL_MAX_CTAS`) reach its communicators. Report: printed, and written to
 //! `$GEMM_EPILOGUE_BENCH_OUT` (default `target/sharded.md`). Without two devices or NCCL it prints
 //! `skipped:` and exits 0 (1 with `GEMM_EPILOGUE_REQUIRE_GPU=1`).
 
@@ -48,8 +49,16 @@ enum Variant {
     Gathered { chunks: usize, comm_sms: u32 },
 }
 
-/// The gathered variants: (chunks, SMs left to NCCL).
-const GATHERED: [(usize, u32); 7] = [(1, 0), (4, 0), (4, 8), (4, 16), (8, 0), (8, 8), (8, 16)];
+/// The gathered variants: (chunks, SMs left to NCCL); `GEMM_EPILOGUE_SHARDED_GATHERED` =
+/// `"c:r,c:r,…"` replaces them.
+const GATHERED: [(usize, u32); 5] = [(1, 0), (4, 16), (8, 8), (8, 16), (8, 24)];
+
+fn gathered() -> Vec<(usize, u32)> {
+    let parse = |v: String| -> Option<Vec<(usize, u32)>> {
+        v.split(',').map(|p| p.split_once(':').and_then(|(c, r)| Some((c.trim().parse().ok()?, r.trim().parse().ok()?)))).collect()
+    };
+    std::env::var("GEMM_EPILOGUE_SHARDED_GATHERED").ok().and_then(parse).unwrap_or_else(|| GATHERED.to_vec())
+}
 
 impl Variant {
     fn name(self) -> String {
@@ -189,7 +198,7 @@ fn main() {
         let shape = Shape { n, k, x: fill(m * k, &mut rng, 1.0), w: fill(n * k, &mut rng, a), b: fill(n, &mut rng, a), };
         let mut setup = Setup::new(&streams, &shape);
         let mut variants = vec![Variant::One, Variant::OneShard, Variant::Sharded];
-        variants.extend(GATHERED.iter().map(|&(chunks, comm_sms)| Variant::Gathered { chunks, comm_sms }));
+        variants.extend(gathered().into_iter().map(|(chunks, comm_sms)| Variant::Gathered { chunks, comm_sms }));
 
         // Accuracy on sampled elements, one call of each variant.
         let at: Vec<(usize, usize)> = (0..CHECKED).map(|_| (rng.below(m), rng.below(n))).collect();

@@ -391,10 +391,19 @@ impl ShardedLinear {
     }
 }
 
-/// A new stream on each device of `streams`: the layer's communication streams, so that a
-/// gather overlaps the compute stream's next GEMM.
+/// A new stream on each device of `streams`, of the highest priority: the layer's
+/// communication streams, so that a gather overlaps the compute stream's next GEMM, and its
+/// kernels take the SMs that free up before that GEMM's waiting CTAs do.
 fn comm_streams(streams: &[Arc<CudaStream>]) -> Result<Vec<Arc<CudaStream>>> {
-    streams.iter().map(|s| Ok(s.context().new_stream()?)).collect()
+    streams
+        .iter()
+        .map(|s| {
+            let ctx = s.context();
+            ctx.bind_to_thread()?;
+            let (_, highest) = cudarc::driver::result::stream::get_priority_range()?;
+            Ok(ctx.new_stream_with_priority(highest)?)
+        })
+        .collect()
 }
 
 /// A host layer's buffers against its shape.
