@@ -78,11 +78,12 @@ pub fn device_streams(count: usize) -> Result<Vec<Arc<CudaStream>>> {
     (0..count).map(|g| Ok(crate::device::cuda_context(g)?.new_stream()?)).collect()
 }
 
-/// Default chunks of the gathered forward (see [`ShardedLinear::with_gather_chunks`]).
-const DEFAULT_GATHER_CHUNKS: usize = 4;
-/// Default SMs left to NCCL while a chunk's gather overlaps the next chunk's GEMM (see
-/// [`ShardedLinear::with_comm_sms`]).
-const DEFAULT_COMM_SMS: u32 = 8;
+/// Default chunks of the gathered forward (see [`ShardedLinear::with_gather_chunks`]) and SMs
+/// left to NCCL while a chunk's gather overlaps the next chunk's GEMM
+/// ([`ShardedLinear::with_comm_sms`]): the best of the pairs measured on two H200s at
+/// 16384×16384×8192 (docs/BENCHMARKS.md, "Two GPUs").
+const DEFAULT_GATHER_CHUNKS: usize = 8;
+const DEFAULT_COMM_SMS: u32 = 24;
 
 impl ShardedLinear {
     /// Splits a layer held on the host — `weight` (out_features × in_features, row-major, as in
@@ -246,7 +247,7 @@ impl ShardedLinear {
     pub fn precision(&self) -> Precision {
         self.precision
     }
-    /// Row chunks the gathered forward asks for (default 4).
+    /// Row chunks the gathered forward asks for (default 8).
     pub fn gather_chunks(&self) -> usize {
         self.gather_chunks
     }
@@ -261,7 +262,7 @@ impl ShardedLinear {
     pub fn set_gather_chunks(&mut self, chunks: usize) {
         self.gather_chunks = chunks.max(1);
     }
-    /// SMs each device leaves free while its GEMM runs next to a gather (default 8): a
+    /// SMs each device leaves free while its GEMM runs next to a gather (default 24): a
     /// persistent GEMM holds every SM it is given until it ends, so NCCL's kernels, which need
     /// SMs of their own, would otherwise wait for it and nothing would overlap. Chunks after the
     /// first run with [`FusedGemm::with_sm_limit`]`(SMs − comm_sms)`; 0 gives the GEMM every SM.
