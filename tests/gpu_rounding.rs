@@ -14,10 +14,9 @@
 //! with M, N and K tails, cluster rows past M (M % 256 in 1..128), split-K and stream-K tails,
 //! with ties and mantissa-carrying values salted into the inputs; the first differing element
 //! is reported with the seed. Plus: X through an identity W comes out as rna(X) exactly; a handle
-//! that truncates gets W read as given (its prepared weight holds W's bits); Auto's kernels,
-//! which let the TMA round X and W on load (TF32 tensor maps), equal the same kernels
-//! truncating rna(X) and rna(W) — the TMA rounds to nearest, ties away; and `prepare_weight`
-//! stores rna(W) (this one runs on any GPU, the rest skip off sm_90).
+//! that truncates gets W read as given (its prepared weight holds W's bits); Auto's pick on a
+//! prepared W equals the twin of that pick; and `prepare_weight` stores rna(W) (this one runs on
+//! any GPU, the rest skip off sm_90).
 
 mod common;
 
@@ -245,9 +244,7 @@ fn register_rounding(g: &Gpu, kernel: Kernel, test: &str) {
     assert!(kernel.needs_rounded_w() && kernel.family() == Family::TmaWgmma, "{kernel:?}");
     let mut rng = common::rng(test);
     let nearest = g.gemm.with_precision(Precision::Tf32);
-    // The twin under a truncating handle: fp32 tensor maps, nothing rounded on load.
-    let truncating = g.gemm.with_precision(Precision::Tf32Truncated);
-    let (kg, tg) = (nearest.with_dispatch(Dispatch::Force(kernel)), truncating.with_dispatch(Dispatch::Force(twin)));
+    let (kg, tg) = (nearest.with_dispatch(Dispatch::Force(kernel)), nearest.with_dispatch(Dispatch::Force(twin)));
 
     // X through an identity W (N = K, no bias, scale 0: out = v exactly, one product 1·x̂ per
     // element): the output is X as the kernel rounded it, which must be rna(X).
@@ -386,19 +383,12 @@ fn every_rounding_kernel_has_a_twin_and_a_test() {
 /// Auto with the default handle (`Nearest`) on a prepared W picks a rounding TMA kernel on sm_90
 /// (nothing repacked), and computes exactly what the truncating twin of its pick computes on
 /// host-rounded operands with the same workspace (even shapes) or none (odd shapes).
-/// Auto with the default `Tf32` on sm_90 runs a kernel fed from shared memory through TF32
-/// tensor maps: the TMA rounds X and W as it loads them (`Plan::round_on_load`). That rounding
-/// is round to nearest, ties away from zero — bitwise `cvt.rna.tf32.f32`, the repack's and the
-/// register-rounding kernels' — proven on the shapes of this file (salted with ties and
-/// carries): Auto on the raw X and W (or W prepared, every other shape) equals the same kernel
-/// under a truncating handle (fp32 maps) on rna(X) and rna(W) computed on the host, bit for bit.
 #[test]
-fn the_tma_rounds_on_load_to_nearest_ties_away() {
-    let Some(g) = common::hopper_gpu("rounding on load (TF32 tensor maps)") else { return };
-    let mut rng = common::rng("the_tma_rounds_on_load_to_nearest_ties_away");
+fn auto_on_a_prepared_weight_equals_the_twin_of_its_pick() {
+    let Some(g) = common::hopper_gpu("Auto's rounding TMA kernels") else { return };
+    let mut rng = common::rng("auto_on_a_prepared_weight_equals_the_twin_of_its_pick");
     assert_eq!(g.gemm.precision(), Precision::Tf32, "the default rounding");
     let auto = &g.gemm;
-    let truncating = g.gemm.with_precision(Precision::Tf32Truncated);
     let mut picked = std::collections::BTreeSet::new();
     for (i, pb) in SHAPES.iter().enumerate() {
         let (m, n, k) = (pb.m, pb.n, pb.k);
@@ -408,25 +398,19 @@ fn the_tma_rounds_on_load_to_nearest_ties_away() {
         let up = |v: &[f32]| g.stream.clone_htod(v).expect("upload");
         let (x, w, xr, wr) = (up(&h.x), up(&h.w), up(&xr), up(&wr));
         let b = h.b.as_deref().map(up);
-        let wv = MatrixRef::from_slice(&w, n, k);
+        let prepared = auto.prepare_weight(&g.stream, &MatrixRef::from_slice(&w, n, k)).expect("prepare_weight");
         let mut ws = (i % 2 == 0).then(|| {
-            let len = auto.workspace_len(&g.stream, &MatrixRef::from_slice(&x, m, k), &wv).expect("workspace_len");
+            let len = auto.workspace_len(&g.stream, &MatrixRef::from_slice(&x, m, k), &prepared).expect("workspace_len");
             g.stream.clone_htod(&common::poisoned(len.max(1))).expect("upload workspace")
         });
-        let (pa, oa) = if i % 4 < 2 {
-            run(&g, auto, &x, &wv, b.as_ref(), (m, n, k), h.scale, h.ldo, ws.as_mut())
-        } else {
-            let prepared = auto.prepare_weight(&g.stream, &wv).expect("prepare_weight");
-            run(&g, auto, &x, &prepared, b.as_ref(), (m, n, k), h.scale, h.ldo, ws.as_mut())
-        };
-        assert!(pa.round_on_load && pa.kernel.can_round_on_load(), "Auto on sm_90 rounds on load: {pa:?}");
-        assert_eq!((pa.precision, pa.repack_x, pa.repack_w), (Precision::Tf32, false, false), "{pa:?}");
-        let forced = truncating.with_dispatch(Dispatch::Force(pa.kernel));
-        let (pt, ot) = run(&g, &forced, &xr, &MatrixRef::from_slice(&wr, n, k), b.as_ref(), (m, n, k), h.scale, h.ldo, ws.as_mut());
-        let what = format!("Auto ({:?}, round on load) on (X, W) vs the same kernel truncating rna(X), rna(W), {m}x{n}x{k}, workspace {}", pa.kernel, ws.is_some());
-        let schedule = |p: &Plan| (p.kernel, p.grid, p.cluster, p.stream_k_tiles, p.stream_k_ctas, p.tma_store);
-        assert_eq!(schedule(&pa), schedule(&pt), "{what}: {pa:?} vs {pt:?}");
-        assert_eq!((pt.precision, pt.round_on_load, pt.repack_x, pt.repack_w), (Precision::Tf32Truncated, false, false, false), "{what}: {pt:?}");
+        let (pa, oa) = run(&g, auto, &x, &prepared, b.as_ref(), (m, n, k), h.scale, h.ldo, ws.as_mut());
+        assert!(pa.kernel.needs_rounded_w(), "Auto on a prepared W on sm_90 must pick a rounding TMA kernel: {pa:?}");
+        let twin = common::trunc_twin(pa.kernel).expect("a truncating twin");
+        let forced = auto.with_dispatch(Dispatch::Force(twin));
+        let wr = MatrixRef::from_slice(&wr, n, k);
+        let (pt, ot) = run(&g, &forced, &xr, &wr, b.as_ref(), (m, n, k), h.scale, h.ldo, ws.as_mut());
+        let what = format!("Auto ({:?}) on (X, prepared W) vs {twin:?} on (rna(X), rna(W)), {m}x{n}x{k}, workspace {}", pa.kernel, ws.is_some());
+        assert_twin_plans(&pa, &pt, &what);
         assert_bitwise(&oa, &ot, n, &what);
         println!("{m}x{n}x{k}: bitwise equal, {pa:?}");
         picked.insert(format!("{:?}", pa.kernel));
@@ -501,10 +485,7 @@ fn prepare_weight_rounds_to_nearest_ties_away() {
                 let prepared = gemm.prepare_weight(&g.stream, &MatrixRef::from_slice(&wd, n, k)).expect("prepare_weight");
                 assert_eq!((prepared.rows(), prepared.cols(), prepared.ld(), prepared.precision()), (n, k, k.next_multiple_of(32), precision));
                 let (plan, out) = run(&g, &gemm, &xd, &prepared, None, (k, n, k), 0.0, n, None);
-                // The TMA kernel under the rounding handle rounds on load: W prepared rounded
-                // comes through unchanged (rounding is idempotent), and the identity X is exact.
-                let on_load = kernel.can_round_on_load() && precision == Precision::Tf32;
-                assert_eq!((plan.kernel, plan.precision, plan.round_on_load), (kernel, if on_load { Precision::Tf32 } else { Precision::Tf32Truncated }, on_load), "{plan:?}");
+                assert_eq!((plan.kernel, plan.precision), (kernel, Precision::Tf32Truncated), "{plan:?}");
                 // out[i][j] = W[j][i], as prepared.
                 let want: Vec<f32> = (0..k * n).map(|e| f(w[(e % n) * k + e / n])).collect();
                 assert_bitwise(&out, &want, n, &format!("W ({n}x{k}) prepared by a {precision:?} handle, read back through an identity X by {kernel:?} (row i, col j = W[j][i])"));

@@ -26,15 +26,9 @@ pub struct Plan {
     /// rounded ([`Kernel::needs_rounded_w`]) when it is not a weight prepared rounded.
     pub repack_w: bool,
     /// How the operands the tensor cores saw were converted to TF32: [`Precision::Tf32`]
-    /// when X and W both were rounded to nearest — by the TMA as it loaded them
-    /// ([`Plan::round_on_load`]), by the kernel, by a repack, or (W) as a
-    /// [`crate::PreparedWeight`] of a rounding handle — [`Precision::Tf32x3`] when both were
-    /// split, else [`Precision::Tf32Truncated`].
+    /// when X and W both were rounded to nearest — by the kernel, by a repack, or (W) as a
+    /// [`crate::PreparedWeight`] of a rounding handle — else [`Precision::Tf32Truncated`].
     pub precision: Precision,
-    /// The kernel read X and W through TF32 tensor maps: the TMA rounded every element to TF32,
-    /// to nearest, on its way into shared memory ([`Kernel::can_round_on_load`] kernels under a
-    /// handle asking for at least [`Precision::Tf32`]). False: fp32 maps, or no TMA.
-    pub round_on_load: bool,
     /// Tiles that [`Plan::stream_k_ctas`] CTAs share along K (stream-K, one partial tile per
     /// such CTA in the workspace): every tile when there are fewer tiles than fit on the device
     /// at once (split-K), or on large problems the last, partial wave (with the wave before it

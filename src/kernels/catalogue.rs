@@ -298,18 +298,6 @@ impl Kernel {
         matches!((s.family, s.precision), (Family::TmaWgmma, Precision::Tf32))
     }
 
-    /// Whether the kernel feeds both operands to the tensor cores from shared memory as the TMA
-    /// left them (the sm_90 kernels of [`Precision::Tf32Truncated`]), so that the tensor map's
-    /// element type decides their rounding: with fp32 maps the tensor cores truncate the fp32
-    /// bits; with TF32 maps the TMA rounds each element to TF32, to nearest, as it loads it —
-    /// what cuBLAS's sm_90 TF32 kernels do (docs/EPILOGUE.md). Such a kernel gives
-    /// [`Precision::Tf32`] at no cost: a handle asking for at least `Tf32` launches it with TF32
-    /// maps ([`crate::Plan::round_on_load`]).
-    pub const fn can_round_on_load(self) -> bool {
-        let s = self.spec();
-        matches!((s.family, s.precision), (Family::TmaWgmma, Precision::Tf32Truncated))
-    }
-
     /// Whether the kernel reads W already split into 3xTF32's big and small parts (the sm_90
     /// kernels of [`Precision::Tf32x3`]: wgmma splits only X, which it takes from registers). A
     /// call runs such a kernel only with W split before: a prepared weight, or W split into the
