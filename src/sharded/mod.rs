@@ -72,6 +72,9 @@ struct CommState {
     staging: Vec<Vec<CudaSlice<f32>>>,
 }
 
+/// One device's rows of W and of the bias, as received.
+type ShardRows = (CudaSlice<f32>, Option<CudaSlice<f32>>);
+
 /// Opens devices `0..count` (primary contexts) and a new stream on each: the streams a
 /// [`ShardedLinear`] over every device wants. [`Error::NoDevice`] when fewer devices exist.
 pub fn device_streams(count: usize) -> Result<Vec<Arc<CudaStream>>> {
@@ -131,7 +134,7 @@ impl ShardedLinear {
         let columns = columns::even_columns(n, streams.len());
         let comms = Comms::init(comm_streams(streams)?)?;
         // Each device's rows of W and b, received into buffers of its own.
-        let mut parts: Vec<Option<(CudaSlice<f32>, Option<CudaSlice<f32>>)>> = Vec::with_capacity(streams.len());
+        let mut parts: Vec<Option<ShardRows>> = Vec::with_capacity(streams.len());
         for (g, cols) in columns.iter().enumerate() {
             parts.push(if cols.is_empty() {
                 None
