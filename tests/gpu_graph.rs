@@ -44,6 +44,10 @@ fn run_can_be_captured_into_a_cuda_graph_and_replayed() {
         Case::new(300, 200, 128).scale(0.5).precision(Precision::Tf32Truncated), // TMA + wgmma on sm_90
         Case::new(257, 130, 131).workspace(true).scale(3.0),     // repack kernels + GEMM
         Case::new(65, 70, 33).pad(3, 1, 2).bias(false).scale(-0.25), // 4-byte loads, strided
+        // 3xTF32: W split once (prepared), and split into the workspace with X repacked (odd K).
+        Case::new(300, 200, 128).scale(0.5).precision(Precision::Tf32x3).prepared_w(true),
+        Case::new(257, 130, 131).workspace(true).scale(3.0).precision(Precision::Tf32x3),
+        Case::new(300, 200, 128).scale(0.5).precision(Precision::Tf32x3).force(Kernel::Sm80Mma64x64Vec4Tf32x3),
     ];
     if g.is_hopper() {
         // cuLaunchKernelEx with a cluster attribute, captured like any launch.
