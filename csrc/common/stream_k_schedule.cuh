@@ -13,9 +13,9 @@
 //     itself in on `flags[tile]`. Only a range's last piece can be such a partial, so one slot
 //     per CTA suffices.
 // Finishers only wait for CTAs with a lower index, whose partials never wait: no deadlock, as
-// long as every CTA it waits for has started. The persistent sm90 kernel has at most one CTA per
-// SM, all resident, and its CTA c takes tiles c, c + G, ... before its range; the mma.sync
-// kernel numbers its CTAs by a ticket taken when they start (GeStreamK in the header).
+// long as every CTA it waits for has started: both families number their CTAs (sm90: clusters)
+// by a ticket taken when they start (GeStreamK in the header), and CTA c takes tiles c, c + G,
+// ... before its range.
 //
 // The host uses it two ways (src/gemm/stream_k.rs, plan()):
 //   - split-K: with fewer tiles than resident CTAs (small M or N), every tile is a stream-K tile

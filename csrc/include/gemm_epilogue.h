@@ -75,8 +75,8 @@ typedef struct GeRepackParams {
  * all tiles, when there are fewer tiles than fit on the device at once; or for the partial last
  * wave of a large problem). tiles == 0: none, every CTA computes whole tiles (both pointers may be NULL).
  *   partials: G x TILE_M*TILE_N fp32, one partial tile per stream-K CTA;
- *   flags:    tiles + 1 int32, zero at launch: one arrival counter per stream-K tile, then (mma.sync
- *             family) the ticket counter that numbers the CTAs in the order they start.
+ *   flags:    tiles + 1 int32, zero at launch: one arrival counter per stream-K tile, then the
+ *             ticket counter that numbers the CTAs (sm_90: clusters) in the order they start.
  * For the sm_90 cluster and cooperative kernels a "CTA" and a "tile" here are a cluster and a
  * cluster tile, and both arrays are larger (see GeSm90Params). Which G CTAs, and the rest of the
  * launch contract, is per family (below). */
@@ -163,8 +163,9 @@ typedef struct GeSm90Params {
     GeProblem problem; /* pointers for the epilogue (bias, out) and the shape */
     /* Stream-K, every sm_90 kernel: the persistent grid is G clusters (G CTAs without a
      * cluster), every cluster shares the stream-K cluster tiles after its whole ones. Requires
-     * (cluster tiles - stream_k.tiles) % G == 0 and every cluster resident; the ticket counter is
-     * unused. Sizes: partials G x CLUSTER_M*TILE_M*TILE_N floats (a cluster's slot; a consumer
+     * (cluster tiles - stream_k.tiles) % G == 0; with stream-K, clusters are numbered by the
+     * ticket each takes as it starts (not blockIdx), so a finisher only waits for clusters that
+     * started. Sizes: partials G x CLUSTER_M*TILE_M*TILE_N floats (a cluster's slot; a consumer
      * warpgroup's part of CTA rank r, rows row0.. of its tile, at (r*TILE_M + row0)*TILE_N),
      * flags tiles*CLUSTER_M*PARTS + 1 int32 (one counter per (cluster tile, rank, part); PARTS =
      * consumers sharing a tile: 1 ping-pong, 2 cooperative). */

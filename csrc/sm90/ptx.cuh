@@ -154,6 +154,24 @@ __device__ __forceinline__ void cluster_sync() {
 #endif
 }
 
+// The 32-bit word at `addr`'s offset in the shared memory of CTA `cta_rank` of the cluster (own
+// rank included). The caller orders it after the write (a cluster_sync between them).
+__device__ __forceinline__ int32_t ld_shared_cluster_s32(const void *addr, uint32_t cta_rank) {
+    int32_t value = 0;
+#if GE_SM90_ENABLED
+    asm volatile(
+        "{\n"
+        ".reg .b32 remote;\n"
+        "mapa.shared::cluster.u32 remote, %1, %2;\n"
+        "ld.shared::cluster.s32 %0, [remote];\n"
+        "}\n"
+        : "=r"(value)
+        : "r"(ge::ptx::smem_addr(addr)), "r"(cta_rank)
+        : "memory");
+#endif
+    return value;
+}
+
 // Arrive on the mbarrier at `bar`'s offset in CTA `cta_rank` of the cluster (own rank included).
 // Default .release.cta semantics (as CUTLASS's ClusterBarrier::arrive): a .release.cluster
 // arrive would also wait for this warp's outstanding global stores and serialises the mainloop.

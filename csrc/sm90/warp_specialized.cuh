@@ -48,6 +48,23 @@ __device__ __forceinline__ void warp_specialized_gemm(const GeSm90Params &p, uin
     const int warp = wg_thread / 32;
     const int lane = wg_thread % 32;
 
+    // Stream-K finishers wait for the clusters they share a tile with that come before them in
+    // the schedule. "Before" is a ticket taken as the cluster starts, not blockIdx: blocks need
+    // not start in index order (another kernel may hold SMs), and a finisher that started ahead
+    // of a contributor still waiting for an SM would hold its own SM while waiting for it. A
+    // lower ticket has started, and a started cluster publishes its partials before it ever
+    // waits: no deadlock, whatever runs beside the kernel. The counter is the slot after the
+    // tiles' arrival counters (GeStreamK), zeroed with them before each launch.
+    // The ticket lives in the alignment slack at the end of the dynamic shared memory
+    // (SMEM_BYTES holds a swizzle atom of slack; the base is 16-byte aligned, so at least the
+    // last 16 bytes lie past the aligned storage): a static __shared__ variable would push the
+    // 1024-byte-aligned dynamic region up by a whole atom.
+    int32_t &ticket = *reinterpret_cast<int32_t *>(smem_raw + Cfg::SMEM_BYTES - 16);
+    const int cta_rank = Cfg::CLUSTER_M == 1 ? 0 : static_cast<int>(ptx::cluster_ctarank());
+    const bool stream_k = p.stream_k.tiles > 0;
+    if (stream_k && thread_idx == 0 && cta_rank == 0) {
+        ticket = atomicAdd(p.stream_k.flags + p.stream_k.tiles * Cfg::CLUSTER_M * Cfg::TILE_PARTS, 1);
+    }
     if (thread_idx == 0) {
         for (int i = 0; i < Cfg::STAGES; ++i) {
             ptx::mbarrier_init(&s.full[i], 1);  // producer's arrive_expect_tx; TMA completes the bytes
@@ -57,13 +74,23 @@ __device__ __forceinline__ void warp_specialized_gemm(const GeSm90Params &p, uin
         ptx::prefetch_tensormap(&p.x_map);
         ptx::prefetch_tensormap(&p.w_map);
     }
-    // With a cluster, the peer's barriers must be initialised before anyone multicasts to them.
+    // With a cluster, the peer's barriers must be initialised before anyone multicasts to them
+    // (and rank 0's ticket written before the other rank reads it).
     if constexpr (Cfg::CLUSTER_M == 1) __syncthreads();
     else ptx::cluster_sync();
 
-    // Consecutive blocks form a cluster; clusters walk the cluster tiles persistently.
-    const int cta_rank = Cfg::CLUSTER_M == 1 ? 0 : static_cast<int>(ptx::cluster_ctarank());
-    const int cluster_idx = block_idx / Cfg::CLUSTER_M;
+    // Consecutive blocks form a cluster; clusters walk the cluster tiles persistently, in
+    // ticket order with stream-K.
+    int cluster_idx = block_idx / Cfg::CLUSTER_M;
+    if (stream_k) {
+        if constexpr (Cfg::CLUSTER_M == 1) {
+            cluster_idx = ticket;
+        } else {
+            cluster_idx = ptx::ld_shared_cluster_s32(&ticket, 0);
+            // Rank 0 stays until every rank has read its ticket.
+            ptx::cluster_sync();
+        }
+    }
     const int num_clusters = grid_size / Cfg::CLUSTER_M;
     const typename Cfg::Raster raster(p.problem.m, p.problem.n);
     const int k_tiles = (p.problem.k + Cfg::TILE_K - 1) / Cfg::TILE_K;
