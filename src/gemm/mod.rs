@@ -96,7 +96,7 @@ impl FusedGemm {
     /// whole device), as cuBLASLt's `CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET`: the persistent sm_90
     /// kernels launch at most that many CTAs (half as many 2-CTA clusters) and stream-K shares
     /// its tiles among them, leaving the other SMs to work on other streams (an NCCL collective
-    /// overlapping the GEMM: [`crate::ShardedLinear`]). A limit at or above the device's SM
+    /// overlapping the GEMM: `ShardedLinear`, feature `nccl`). A limit at or above the device's SM
     /// count changes nothing; a limit of 1 rules the cluster kernels out. The results may
     /// differ in the last bits from an unlimited call's (stream-K splits K elsewhere).
     pub fn with_sm_limit(&self, sms: Option<NonZeroU32>) -> Self {
