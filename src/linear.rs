@@ -197,7 +197,7 @@ impl Linear {
 ///
 /// # Safety
 /// The memory is uninitialised: the caller writes it before anything reads it.
-unsafe fn alloc_f32(stream: &Arc<CudaStream>, len: usize, what: &'static str) -> Result<CudaSlice<f32>> {
+pub(crate) unsafe fn alloc_f32(stream: &Arc<CudaStream>, len: usize, what: &'static str) -> Result<CudaSlice<f32>> {
     const MAX: usize = isize::MAX as usize / std::mem::size_of::<f32>();
     if len > MAX {
         return Err(Error::DimensionTooLarge { what, value: len, max: MAX });

@@ -23,6 +23,7 @@ use super::{columns, CommState, ShardedLinear};
 use crate::driver::copy::{copy_block, BlockAt};
 use crate::error::Result;
 use crate::gemm::FusedGemm;
+use crate::linear::alloc_f32;
 use crate::matrix::{MatrixMut, MatrixRef};
 
 impl ShardedLinear {
@@ -46,7 +47,7 @@ impl ShardedLinear {
         let mut outs = Vec::with_capacity(self.shards.len());
         for shard in &self.shards {
             // SAFETY: every element is written by the block copies before anything reads it.
-            outs.push(unsafe { shard.compute.alloc::<f32>(rows * n) }?);
+            outs.push(unsafe { alloc_f32(&shard.compute, rows * n, "rows · out_features (output bytes)") }?);
         }
         for (c, chunk) in chunks.iter().enumerate() {
             let rc = chunk.len();
@@ -113,7 +114,7 @@ impl CommState {
             while buffers.len() < chunks {
                 // SAFETY: scratch: each chunk's blocks are written (GEMM, broadcast) before
                 // they are read (broadcast, copies), in stream order.
-                buffers.push(unsafe { shard.compute.alloc::<f32>(len) }?);
+                buffers.push(unsafe { alloc_f32(&shard.compute, len, "gather buffer (rows per chunk · out_features, bytes)") }?);
             }
         }
         Ok(())

@@ -20,7 +20,7 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use crate::error::{Error, Operand, Result};
 use crate::gemm::FusedGemm;
 use crate::kernels::Precision;
-use crate::linear::Linear;
+use crate::linear::{alloc_f32, Linear};
 use crate::matrix::{MatrixMut, MatrixRef};
 
 pub use comms::nccl_library_present;
@@ -268,7 +268,8 @@ impl ShardedLinear {
     /// SMs each device leaves free while its GEMM runs next to a gather (default 24): a
     /// persistent GEMM holds every SM it is given until it ends, so NCCL's kernels, which need
     /// SMs of their own, would otherwise wait for it and nothing would overlap. Chunks after the
-    /// first run with [`FusedGemm::with_sm_limit`]`(SMs − comm_sms)`; 0 gives the GEMM every SM.
+    /// first run with [`FusedGemm::with_sm_limit`]`(SMs − comm_sms)`; 0 gives the GEMM every SM,
+    /// and a value of SMs or more leaves it one.
     pub fn with_comm_sms(mut self, sms: u32) -> Self {
         self.set_comm_sms(sms);
         self
@@ -297,7 +298,7 @@ impl ShardedLinear {
             };
             let n = shard.columns.len();
             // SAFETY: every element is written by the kernel before anything reads it.
-            let mut out = unsafe { shard.compute.alloc::<f32>(rows * n) }?;
+            let mut out = unsafe { alloc_f32(&shard.compute, rows * n, "rows · shard columns (output bytes)") }?;
             let x = MatrixRef::from_slice(x, rows, self.in_features);
             linear.forward_into_held(linear.gemm(), &shard.compute, &x, &mut MatrixMut::from_slice(&mut out, rows, n))?;
             outs.push(Some(out));
@@ -318,7 +319,7 @@ impl ShardedLinear {
         let mut replicas = Vec::with_capacity(self.shards.len());
         for shard in &self.shards {
             // SAFETY: written whole by the broadcast before anything reads it (stream order).
-            replicas.push(unsafe { shard.compute.alloc::<f32>(x.len()) }?);
+            replicas.push(unsafe { alloc_f32(&shard.compute, x.len(), "x (replica bytes)") }?);
         }
         for (g, shard) in self.shards.iter().enumerate() {
             state.comms.rank(g).stream().join(&shard.compute)?;
