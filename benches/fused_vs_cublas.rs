@@ -51,7 +51,6 @@
 //! then it exits 1.
 
 mod common;
-use common::skip_or_fail;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::sync::Arc;
@@ -63,7 +62,7 @@ use gemm_epilogue::cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStrea
 use gemm_epilogue::testbed::reference::SplitMix64 as Rng;
 use gemm_epilogue::testbed::{self, timing, CublasBaseline, CublasCompute, CublasLtLinear, CublasLtPlan};
 use gemm_epilogue::testbed::reference::{self, HostMatrix};
-use gemm_epilogue::{cuda_context, Dispatch, FusedGemm, Kernel, MatrixMut, MatrixRef, Plan, PreparedWeight, Precision};
+use gemm_epilogue::{Dispatch, FusedGemm, Kernel, MatrixMut, MatrixRef, Plan, PreparedWeight, Precision};
 
 const SCALE: f32 = 0.5;
 const REFERENCE: &str = "reference_16384x4096x4096";
@@ -589,18 +588,10 @@ fn main() {
         println!("fused_vs_cublas: no benchmark id matches the filter {:?}", args.filter);
         return;
     }
-    let ctx = match cuda_context(0) {
-        Ok(ctx) => ctx,
-        Err(e) => return skip_or_fail(format!("no CUDA device: {e}")),
-    };
-    let gemm = match FusedGemm::new(&ctx) {
-        Ok(g) => g,
-        Err(e) => return skip_or_fail(format!("the fused kernels cannot load: {e}")),
-    };
+    let Some((ctx, gemm, device)) = common::open_gpu() else { return };
     let stream = ctx.default_stream();
     let blas = CublasBaseline::new(&gemm, stream.clone()).expect("cuBLAS handle");
     let lt = CublasLtLinear::new(&gemm, stream.clone()).expect("cuBLASLt handle");
-    let device = format!("{} (sm_{}{}, {} SMs)", ctx.name().unwrap_or_else(|_| "unknown GPU".into()), gemm.device().compute_capability.0, gemm.device().compute_capability.1, gemm.device().sm_count);
     println!("device: {device}");
     let rounds = std::env::var("GEMM_EPILOGUE_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(30usize).max(1);
     let sustained_rounds = std::env::var("GEMM_EPILOGUE_SUSTAINED_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(10usize);

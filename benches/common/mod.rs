@@ -15,3 +15,27 @@ pub fn skip_or_fail(reason: String) {
     }
     println!("skipped: {reason}");
 }
+
+/// Device 0, the fused kernels loaded into it, and the device in words for a report's header
+/// ("NVIDIA H200 (sm_90, 132 SMs)"); `None` after [`skip_or_fail`] without a GPU or when the
+/// kernels cannot load there.
+#[allow(dead_code)]
+pub fn open_gpu() -> Option<(std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, gemm_epilogue::FusedGemm, String)> {
+    let ctx = match gemm_epilogue::cuda_context(0) {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            skip_or_fail(format!("no CUDA device: {e}"));
+            return None;
+        }
+    };
+    let gemm = match gemm_epilogue::FusedGemm::new(&ctx) {
+        Ok(g) => g,
+        Err(e) => {
+            skip_or_fail(format!("the fused kernels cannot load: {e}"));
+            return None;
+        }
+    };
+    let (cc, sms) = (gemm.device().compute_capability, gemm.device().sm_count);
+    let device = format!("{} (sm_{}{}, {sms} SMs)", ctx.name().unwrap_or_else(|_| "unknown GPU".into()), cc.0, cc.1);
+    Some((ctx, gemm, device))
+}

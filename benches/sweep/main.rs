@@ -49,9 +49,7 @@ mod report;
 use std::io::Write as _;
 use std::time::Instant;
 
-use common::skip_or_fail;
 use gemm_epilogue::testbed::CublasBaseline;
-use gemm_epilogue::{cuda_context, FusedGemm};
 use point::{Case, Variant};
 
 const FIXED_COST_ID: &str = "sweep/fixed_cost";
@@ -89,18 +87,9 @@ fn main() {
         println!("sweep: no benchmark id matches the filter {:?}", args.filter);
         return;
     }
-    let ctx = match cuda_context(0) {
-        Ok(ctx) => ctx,
-        Err(e) => return skip_or_fail(format!("no CUDA device: {e}")),
-    };
-    let gemm = match FusedGemm::new(&ctx) {
-        Ok(g) => g,
-        Err(e) => return skip_or_fail(format!("the fused kernels cannot load: {e}")),
-    };
+    let Some((ctx, gemm, device)) = common::open_gpu() else { return };
     let stream = ctx.default_stream();
     let blas = CublasBaseline::new(&gemm, stream.clone()).expect("cuBLAS handle");
-    let cc = gemm.device().compute_capability;
-    let device = format!("{} (sm_{}{}, {} SMs)", ctx.name().unwrap_or_else(|_| "unknown GPU".into()), cc.0, cc.1, gemm.device().sm_count);
     println!("device: {device}");
 
     let (mut rounds, mut soak_s) = (env("GEMM_EPILOGUE_SWEEP_ROUNDS", 30usize).max(1), env("GEMM_EPILOGUE_SOAK_S", 15.0f64));
@@ -149,7 +138,7 @@ fn main() {
     };
 
     let header = common::run_info::header("sweep run", &device);
-    let text = report::markdown(&report::Run { header, rounds, soak_s, sm90: cc.0 == 9, rows: &rows, missing: &missing, fixed: &fixed });
+    let text = report::markdown(&report::Run { header, rounds, soak_s, sm90: gemm.device().is_hopper(), rows: &rows, missing: &missing, fixed: &fixed });
     println!("{text}");
     println!("sweep: {:.0} s in all", start.elapsed().as_secs_f64());
     if args.bench_mode {
