@@ -667,13 +667,24 @@ fn reference_case(g: &Gpu, case: Case, test: &str) -> Plan {
     plan
 }
 
-/// The default handle (`Nearest`) on a raw W without a workspace: on sm_90 the mma.sync kernel
-/// that rounds in registers (no TMA kernel can get W rounded).
+/// On sm_90, Auto with a `Tf32` handle runs a kernel fed from shared memory through TF32 tensor
+/// maps, whatever W is: the TMA rounds X and W on load, nothing is repacked.
+fn assert_rounds_on_load(g: &Gpu, plan: &Plan) {
+    assert_eq!((plan.precision, plan.repack_x, plan.repack_w), (Precision::Tf32, false, false), "{plan:?}");
+    if g.is_hopper() {
+        assert!(plan.round_on_load && plan.kernel.can_round_on_load(), "{plan:?}");
+    } else {
+        assert_eq!((plan.kernel.family(), plan.round_on_load), (Family::MmaSync, false), "{plan:?}");
+    }
+}
+
+/// The default handle (`Tf32`) on a raw W without a workspace: rounded on load on sm_90, by the
+/// mma.sync kernels in registers elsewhere.
 #[test]
 fn reference_shape_auto() {
     let Some(g) = common::gpu() else { return };
     let plan = reference_case(&g, Case::new(16384, 4096, 4096), "reference_shape_auto");
-    assert_eq!((plan.kernel.family(), plan.precision), (Family::MmaSync, Precision::Tf32), "{plan:?}");
+    assert_rounds_on_load(&g, &plan);
 }
 
 /// Truncation asked: on sm_90 the truncating cooperative cluster kernel, as Auto's default was
@@ -688,17 +699,13 @@ fn reference_shape_auto_truncate() {
     }
 }
 
-/// The default handle on a prepared W, no workspace: on sm_90 the TMA kernel that rounds X in
-/// registers, reading the prepared W as it is (nothing repacked).
+/// The default handle on a prepared W, no workspace: the same kernel as on a raw W.
 #[test]
 fn reference_shape_auto_prepared_weight() {
     let Some(g) = common::gpu() else { return };
     let case = Case::new(16384, 4096, 4096).prepared_w(true);
     let plan = reference_case(&g, case, "reference_shape_auto_prepared_weight");
-    assert_eq!((plan.precision, plan.repack_x, plan.repack_w), (Precision::Tf32, false, false), "{plan:?}");
-    if g.is_hopper() {
-        assert!(plan.kernel.needs_rounded_w(), "{plan:?}");
-    }
+    assert_rounds_on_load(&g, &plan);
 }
 
 #[test]
@@ -719,17 +726,14 @@ fn reference_shape_sm80_mma_128x256_vec4_trunc() {
     reference_shape(&g, Dispatch::Force(Kernel::Sm80Mma128x256Vec4Trunc), "reference_shape_sm80_mma_128x256_vec4_trunc");
 }
 
-/// Round-to-nearest on the reference shape with a raw W and a workspace: on sm_90 the TMA kernel
-/// that rounds X in registers, on W rounded into the workspace (X is not repacked).
+/// Round-to-nearest on the reference shape with a raw W and a workspace (stream-K shares the
+/// last wave): still rounded on load, nothing repacked.
 #[test]
 fn reference_shape_auto_round_to_nearest() {
     let Some(g) = common::gpu() else { return };
     let case = Case::new(16384, 4096, 4096).precision(Precision::Tf32).workspace(true);
     let plan = reference_case(&g, case, "reference_shape_auto_round_to_nearest");
-    assert_eq!(plan.precision, Precision::Tf32, "{plan:?}");
-    if g.is_hopper() {
-        assert!(plan.kernel.needs_rounded_w() && plan.repack_w && !plan.repack_x, "{plan:?}");
-    }
+    assert_rounds_on_load(&g, &plan);
 }
 
 /// The rounding cooperative cluster kernel (Auto's pick on sm_90) forced on a prepared W.

@@ -10,6 +10,14 @@ use cudarc::driver::sys::{
 use crate::error::Result;
 use crate::sys::GeTensorMap;
 
+/// What the tensor map calls its elements: fp32 moved as it is, or TF32 (fp32 in memory; the
+/// map's type tells the copy engine to convert on the way in).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TmaElement {
+    F32,
+    Tf32,
+}
+
 /// A row-major fp32 matrix `rows × cols` (stride `ld`) as a 2-D tensor {cols, rows}, moved in
 /// boxes of `box_rows × box_cols` to or from 128-byte-swizzled shared memory: the operands X and
 /// W (K-major: `cols` = K), loaded with out-of-range elements zero-filled, and `out`, stored with
@@ -22,6 +30,7 @@ pub(crate) fn encode_row_major(
     ld: usize,
     box_rows: u32,
     box_cols: u32,
+    element: TmaElement,
 ) -> Result<GeTensorMap> {
     debug_assert!(base % 16 == 0 && (ld * 4) % 16 == 0 && box_cols * 4 == 128);
     let dims: [u64; 2] = [cols as u64, rows as u64];
@@ -34,7 +43,10 @@ pub(crate) fn encode_row_major(
     let status = unsafe {
         sys::cuTensorMapEncodeTiled(
             map.as_mut_ptr(),
-            CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+            match element {
+                TmaElement::F32 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                TmaElement::Tf32 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_TFLOAT32,
+            },
             2,
             base as *mut std::ffi::c_void,
             dims.as_ptr(),

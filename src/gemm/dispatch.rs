@@ -113,15 +113,17 @@ fn preference(size: Size, aligned_rows: bool, precision: Precision) -> &'static 
         (Large | Medium, true, Precision::Tf32x3) => &[Sm90Cooperative128x128Tf32x3, Sm80Mma64x64Vec4Tf32x3, Sm80Mma64x64ScalarTf32x3],
         (_, true, Precision::Tf32x3) => &[Sm90Pingpong64x128Tf32x3, Sm80Mma64x64Vec4Tf32x3, Sm80Mma64x64ScalarTf32x3],
         (_, false, Precision::Tf32x3) => &[Sm80Mma64x64ScalarTf32x3],
-        (Large, true, _) => &[Sm90Cooperative128x256Cluster2, Sm90Pingpong128x128, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
-        // Rounding X in registers stalls a ping-pong consumer's wgmma issue while the other
-        // consumer waits its turn; the cooperative kernel's two consumers fill each other's
-        // gaps: measured, its 128×256 build matches the truncating 128×128 ping-pong on medium
-        // problems where the rounding ping-pong is 1.3–1.6× slower (docs/BENCHMARKS.md).
-        (Medium, true, _) => &[Sm90Cooperative128x256, Sm90Pingpong128x128, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
-        (Small64x64, true, _) => &[Sm90Pingpong64x64, Sm80Mma64x64Vec4],
-        (Small64x128, true, _) => &[Sm90Pingpong64x128, Sm80Mma64x64Vec4],
-        (Small, true, _) => &[Sm90Cooperative128x256, Sm90Pingpong128x128, Sm80Mma64x64Vec4],
+        // Tf32 on sm_90: the kernels that feed both operands from shared memory, launched with
+        // TF32 tensor maps so that the TMA rounds them on load (Plan::round_on_load): the
+        // truncating kernels' speed at cuBLAS's rounding, any W (no rounded copy needed). The
+        // kernels that round X in registers cost up to 1.3–1.6× on medium problems
+        // (docs/BENCHMARKS.md) and run only when forced. Off sm_90, mma.sync rounding in
+        // registers.
+        (Large, true, _) => &[Sm90Cooperative128x256Cluster2Trunc, Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
+        (Medium, true, _) => &[Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
+        (Small64x64, true, _) => &[Sm90Pingpong64x64Trunc, Sm80Mma64x64Vec4],
+        (Small64x128, true, _) => &[Sm90Pingpong64x128Trunc, Sm80Mma64x64Vec4],
+        (Small, true, _) => &[Sm90Pingpong128x128Trunc, Sm80Mma64x64Vec4],
         (Large | Medium, false, _) => &[Sm80Mma128x256Scalar, Sm80Mma128x128Scalar, Sm80Mma64x64Scalar],
         (_, false, _) => &[Sm80Mma64x64Scalar],
     }
@@ -129,7 +131,8 @@ fn preference(size: Size, aligned_rows: bool, precision: Precision) -> &'static 
 
 /// Chooses the kernel for a validated, non-empty call and plans its launch. With
 /// [`Dispatch::Auto`], the first kernel of [`preference`] that can run it and gives
-/// `policy.precision`; a forced kernel runs as it is.
+/// `policy.precision`; a forced kernel runs as it is, except that a kernel that can round on
+/// load ([`Kernel::can_round_on_load`]) does so under a handle asking for at least `Tf32`.
 pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy, c: Call) -> Result<Plan> {
     let s = c.shape;
     let (x_ok, w_ok) = (c.x.rows_aligned(s.k), c.w.rows_aligned(s.k));
@@ -194,6 +197,10 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
     };
     let spec = kernel.spec();
     let (repack_x, repack_w) = repacks(kernel);
+    // Whatever X and W are (raw, repacked, prepared rounded or split), rounded once more by the
+    // TMA they are TF32 rounded to nearest: rounding is idempotent, and a split W's big parts
+    // (all such a kernel reads of it) are W rounded.
+    let round_on_load = kernel.can_round_on_load() && policy.precision != Precision::Tf32Truncated;
     let sk = stream_k::plan(device, occupancy, kernel, s, c.workspace.saturating_sub(repack_len(s, repack_x, repack_w, kernel)));
     let grid = match (spec.family, sk) {
         (Family::TmaWgmma, Some(sk)) => spec.cluster_m as u64 * sk.ctas as u64,
@@ -214,7 +221,8 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
         smem_bytes: spec.smem_bytes,
         repack_x,
         repack_w,
-        precision: plan_precision(kernel, repack_x, repack_w, w_form, s.k),
+        precision: if round_on_load { Precision::Tf32 } else { plan_precision(kernel, repack_x, repack_w, w_form, s.k) },
+        round_on_load,
         stream_k_tiles: sk.map_or(0, |sk| sk.tiles),
         stream_k_ctas: sk.map_or(0, |sk| sk.ctas),
         tma_store: false,

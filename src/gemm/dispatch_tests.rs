@@ -137,49 +137,52 @@ fn rounding_decides_between_truncating_and_rounding_kernels() {
     assert_eq!((p.kernel, p.precision, p.repack_x, p.repack_w), (Kernel::Sm80Mma128x256Vec4, Nearest, false, false));
     let p = pick(&RTX4090(), Truncate, 0);
     assert_eq!(p.kernel, Kernel::Sm80Mma128x128Vec4Trunc, "128×256 does not fit sm_89");
-    // H200, Nearest: the TMA kernel that rounds X in registers, with W rounded into the
-    // workspace (N · K floats: X is not repacked)...
-    let w_len = 4096 * 4096;
-    let p = pick(&H200(), Nearest, w_len);
-    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision), (Kernel::Sm90Cooperative128x256Cluster2, false, true, Nearest));
-    assert_eq!(p.workspace_len(), w_len, "no room left for stream-K");
+    // H200, Nearest: the TMA kernel that feeds both operands from shared memory, the TMA
+    // rounding them on load: a raw W as it is, nothing repacked, no workspace needed...
+    let p = pick(&H200(), Nearest, 0);
+    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision, p.round_on_load), (Kernel::Sm90Cooperative128x256Cluster2Trunc, false, false, Nearest, true));
+    assert_eq!(p.workspace_len(), 0);
     let p = pick(&H200(), Nearest, usize::MAX);
-    assert!(p.repack_w && !p.repack_x && p.stream_k_tiles > 0 && p.workspace_len() > w_len, "{p:?}");
-    // ...or a prepared W, which needs no workspace at all...
+    assert!(!p.repack_w && !p.repack_x && p.stream_k_tiles > 0 && p.round_on_load, "{p:?}");
+    // ...as with a prepared W...
     let p = select_prepared(&H200(), Dispatch::Auto, Nearest, s, a, 0).unwrap();
-    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision, p.workspace_len()), (Kernel::Sm90Cooperative128x256Cluster2, false, false, Nearest, 0));
-    // ...else the mma.sync kernels that round in registers.
-    let p = pick(&H200(), Nearest, w_len - 1);
-    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision), (Kernel::Sm80Mma128x256Vec4, false, false, Nearest));
+    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision, p.workspace_len()), (Kernel::Sm90Cooperative128x256Cluster2Trunc, false, false, Nearest, 0));
+    // ...and the same kernel truncates, with fp32 maps, when asked to.
     let p = pick(&H200(), Truncate, usize::MAX);
-    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision), (Kernel::Sm90Cooperative128x256Cluster2Trunc, false, false, Truncate));
-    // Each size class has its rounding kernel, with a prepared W.
-    for (m, k) in [(1, Kernel::Sm90Pingpong64x64), (200, Kernel::Sm90Pingpong64x128), (1024, Kernel::Sm90Cooperative128x256)] {
-        let p = select_prepared(&H200(), Dispatch::Auto, Nearest, shape(m, 4096, 4096), a, 0).unwrap();
-        assert_eq!((p.kernel, p.precision), (k, Nearest), "M = {m}");
+    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision, p.round_on_load), (Kernel::Sm90Cooperative128x256Cluster2Trunc, false, false, Truncate, false));
+    // Each size class has its kernel, the truncating one's, for either rounding.
+    for (m, k) in [(1, Kernel::Sm90Pingpong64x64Trunc), (200, Kernel::Sm90Pingpong64x128Trunc), (1024, Kernel::Sm90Pingpong128x128Trunc)] {
+        for r in [Nearest, Truncate] {
+            let p = select_prepared(&H200(), Dispatch::Auto, r, shape(m, 4096, 4096), a, 0).unwrap();
+            assert_eq!((p.kernel, p.precision, p.round_on_load), (k, r, r == Nearest), "M = {m}, {r:?}");
+        }
     }
-    // Small problems with a raw W are not worth a repack: the mma.sync 64×64 tile rounds.
+    // Small problems too: TMA reads the raw W.
     let small = shape(128, 256, 64);
     let p = select_kernel(&H200(), Dispatch::Auto, Nearest, small, (ALIGNED, 64), (ALIGNED, 64), usize::MAX).unwrap();
-    assert_eq!((p.kernel, p.precision, p.repack_w), (Kernel::Sm80Mma64x64Vec4, Nearest, false));
-    // A forced kernel runs as it is, and the plan says how it rounds.
+    assert_eq!((p.kernel, p.precision, p.repack_w, p.round_on_load), (Kernel::Sm90Pingpong64x64Trunc, Nearest, false, true));
+    // A forced kernel runs as it is, and the plan says how it rounds...
     let p = select_kernel(&H200(), Dispatch::Force(Kernel::Sm80Mma128x256Vec4Trunc), Nearest, s, a, a, usize::MAX).unwrap();
     assert_eq!((p.precision, p.repack_x), (Truncate, false));
+    // ...but a kernel that can round on load does so for a handle that asks for rounding.
     let p = select_prepared(&H200(), Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc), Nearest, s, a, 0).unwrap();
-    assert_eq!(p.precision, Truncate, "X truncated, whatever W was");
-    // A forced rounding kernel needs W rounded: prepared, or room to round it into.
+    assert_eq!((p.precision, p.round_on_load), (Nearest, true), "the TMA rounds X and W");
+    let p = select_kernel(&H200(), Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc), Truncate, s, a, a, 0).unwrap();
+    assert_eq!((p.precision, p.round_on_load), (Truncate, false));
+    // A forced kernel that rounds X in registers needs W rounded: prepared, or room to round it into.
+    let w_len = 4096 * 4096;
     let forced = Dispatch::Force(Kernel::Sm90Pingpong128x128);
     let e = select_kernel(&H200(), forced, Nearest, s, a, a, w_len - 1).unwrap_err();
     assert!(matches!(e, Error::KernelUnavailable { .. }) && e.to_string().contains("prepared weight"), "{e}");
     let p = select_kernel(&H200(), forced, Truncate, s, a, a, w_len).unwrap();
-    assert_eq!((p.repack_w, p.precision), (true, Nearest), "the kernel rounds whatever the handle asks");
+    assert_eq!((p.repack_w, p.precision, p.round_on_load), (true, Nearest, false), "the kernel rounds whatever the handle asks");
     // Unaligned operands: repacking rounds them, so even the truncating TMA kernel gives Nearest.
     let u = (ALIGNED, 4097);
     let s = shape(16383, 4095, 4097);
     let p = select_kernel(&H200(), Dispatch::Auto, Truncate, s, u, u, usize::MAX).unwrap();
     assert_eq!((p.kernel, p.precision), (Kernel::Sm90Cooperative128x256Cluster2Trunc, Nearest));
     let p = select_kernel(&H200(), Dispatch::Auto, Nearest, s, u, u, usize::MAX).unwrap();
-    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision), (Kernel::Sm90Cooperative128x256Cluster2, true, true, Nearest));
+    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision), (Kernel::Sm90Cooperative128x256Cluster2Trunc, true, true, Nearest));
 }
 
 #[test]

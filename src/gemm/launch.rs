@@ -9,6 +9,7 @@ use super::shape::{Shape, Strided};
 use super::weight::WeightForm;
 use super::workspace::{repacked_ld, Region};
 use crate::driver::{launch, tma};
+use crate::driver::tma::TmaElement;
 use crate::error::{Error, Result};
 use crate::kernels::loaded::LoadedKernels;
 use crate::kernels::{Family, Kernel, Precision};
@@ -83,11 +84,13 @@ pub(crate) fn launch(kernels: &LoadedKernels, stream: &CudaStream, plan: &Plan, 
             let spec = plan.kernel.spec();
             let x_box_rows = x_box_rows(shape.m, spec.tile_m);
             let out_map = if plan.tma_store {
-                tma::encode_row_major(a.out.addr, shape.m, shape.n, a.out.ld, spec.out_box_rows(), sys::GE_SM90_STORE_BOX_COLS)?
+                tma::encode_row_major(a.out.addr, shape.m, shape.n, a.out.ld, spec.out_box_rows(), sys::GE_SM90_STORE_BOX_COLS, TmaElement::F32)?
             } else {
                 GeTensorMap { opaque: [0; 16] }
             };
-            let w_map = |addr: u64| tma::encode_row_major(addr, shape.n, shape.k, w.ld, spec.w_box_rows(), spec.tile_k);
+            // Operands through TF32 maps when the plan rounds on load: the TMA rounds them.
+            let operand = if plan.round_on_load { TmaElement::Tf32 } else { TmaElement::F32 };
+            let w_map = |addr: u64| tma::encode_row_major(addr, shape.n, shape.k, w.ld, spec.w_box_rows(), spec.tile_k, operand);
             // A split W (a prepared weight's, or the workspace's: RepackMode::Split) holds its N
             // rows of small parts right after its N rows of big parts.
             let w_small_map = if plan.kernel.needs_split_w() {
@@ -96,7 +99,7 @@ pub(crate) fn launch(kernels: &LoadedKernels, stream: &CudaStream, plan: &Plan, 
                 GeTensorMap { opaque: [0; 16] }
             };
             let params = GeSm90Params {
-                x_map: tma::encode_row_major(x.addr, shape.m, shape.k, x.ld, x_box_rows, spec.tile_k)?,
+                x_map: tma::encode_row_major(x.addr, shape.m, shape.k, x.ld, x_box_rows, spec.tile_k, operand)?,
                 w_map: w_map(w.addr)?,
                 w_small_map,
                 out_map,

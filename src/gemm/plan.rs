@@ -26,9 +26,17 @@ pub struct Plan {
     /// rounded ([`Kernel::needs_rounded_w`]) when it is not a weight prepared rounded.
     pub repack_w: bool,
     /// How the operands the tensor cores saw were converted to TF32: [`Precision::Tf32`]
-    /// when X and W both were rounded to nearest — by the kernel, by a repack, or (W) as a
-    /// [`crate::PreparedWeight`] of a rounding handle — else [`Precision::Tf32Truncated`].
+    /// when X and W both were rounded to nearest — by the TMA as it loaded them
+    /// ([`Plan::round_on_load`]), by the kernel, by a repack, or (W) as a
+    /// [`crate::PreparedWeight`] of a rounding handle — [`Precision::Tf32x3`] when both were
+    /// split, else [`Precision::Tf32Truncated`].
     pub precision: Precision,
+    /// The kernel read X and W through TF32 tensor maps ([`Kernel::can_round_on_load`] kernels
+    /// under a handle asking for at least [`Precision::Tf32`]): the TMA rounded every element
+    /// to TF32, to nearest with ties to even, on its way into shared memory. An operand the
+    /// crate rounded before (ties away: repacked, or a prepared weight) is a TF32 value already
+    /// and comes through unchanged. False: fp32 maps, or no TMA.
+    pub round_on_load: bool,
     /// Tiles that [`Plan::stream_k_ctas`] CTAs share along K (stream-K, one partial tile per
     /// such CTA in the workspace): every tile when there are fewer tiles than fit on the device
     /// at once (split-K), or on large problems the last, partial wave (with the wave before it

@@ -22,9 +22,12 @@ pub enum Family {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Precision {
-    /// One TF32 product per multiply-add, operands rounded to nearest, ties away from zero
-    /// (`cvt.rna.tf32.f32`), as cuBLAS's TF32 GEMM does: a relative error of at most 2⁻¹¹ per
-    /// operand, unbiased. The default.
+    /// One TF32 product per multiply-add, operands rounded to nearest, as cuBLAS's TF32 GEMM
+    /// does: a relative error of at most 2⁻¹¹ per operand, unbiased. The default. Ties (the 13
+    /// dropped bits exactly half an ulp) go to even where the TMA rounds on load (sm_90,
+    /// [`crate::Plan::round_on_load`], as cuBLAS's sm_90 kernels do), away from zero where the
+    /// crate rounds itself (`cvt.rna.tf32.f32`: the mma.sync kernels, the repack, a
+    /// [`crate::PreparedWeight`]); docs/EPILOGUE.md.
     Tf32,
     /// One TF32 product, the fp32 bits given to the tensor cores as they are: they ignore the low
     /// 13 mantissa bits (what CUTLASS's TF32 kernels on fp32 data do), up to 2⁻¹⁰ per operand,
@@ -296,6 +299,18 @@ impl Kernel {
     pub const fn needs_rounded_w(self) -> bool {
         let s = self.spec();
         matches!((s.family, s.precision), (Family::TmaWgmma, Precision::Tf32))
+    }
+
+    /// Whether the kernel feeds both operands to the tensor cores from shared memory as the TMA
+    /// left them (the sm_90 kernels of [`Precision::Tf32Truncated`]), so that the tensor map's
+    /// element type decides their rounding: with fp32 maps the tensor cores truncate the fp32
+    /// bits; with TF32 maps the TMA rounds each element to TF32, to nearest with ties to even,
+    /// as it loads it — what cuBLAS's sm_90 TF32 kernels do (docs/EPILOGUE.md). Such a kernel gives
+    /// [`Precision::Tf32`] at no cost: a handle asking for at least `Tf32` launches it with TF32
+    /// maps ([`crate::Plan::round_on_load`]).
+    pub const fn can_round_on_load(self) -> bool {
+        let s = self.spec();
+        matches!((s.family, s.precision), (Family::TmaWgmma, Precision::Tf32Truncated))
     }
 
     /// Whether the kernel reads W already split into 3xTF32's big and small parts (the sm_90

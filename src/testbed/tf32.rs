@@ -18,6 +18,9 @@ pub enum Conversion {
     /// Rounded to nearest, ties away from zero (`cvt.rna.tf32.f32`, the kernels' half-ulp add,
     /// the repack, a prepared weight).
     Round,
+    /// Rounded to nearest, ties to even: the TMA through a TF32 tensor map
+    /// ([`crate::Plan::round_on_load`]).
+    RoundEven,
     /// 3xTF32: `big = round(a)`, `small = round(a − big)`; the products
     /// `small·big + big·small + big·big` (small·small dropped).
     Split,
@@ -39,6 +42,17 @@ pub fn tf32_round(v: f32) -> f32 {
         return v;
     }
     f32::from_bits((b + 0x1000) & KEEP)
+}
+
+/// TF32 to nearest, ties to even, on the bit pattern: half a TF32 ulp less one, plus the kept
+/// part's lowest bit, added to the magnitude, then the 13 dropped bits cleared (carries and Inf
+/// as in [`tf32_round`]).
+pub fn tf32_round_even(v: f32) -> f32 {
+    let b = v.to_bits();
+    if b & 0x7f80_0000 == 0x7f80_0000 {
+        return v;
+    }
+    f32::from_bits((b + 0x0fff + ((b >> 13) & 1)) & KEEP)
 }
 
 /// The 3xTF32 split `(big, small)`: `big = tf32_round(a)`, `small = tf32_round(a − big)`
@@ -77,6 +91,7 @@ impl Converted {
                 match conversion {
                     Conversion::Truncate => big.push(tf32_truncate(v)),
                     Conversion::Round => big.push(tf32_round(v)),
+                    Conversion::RoundEven => big.push(tf32_round_even(v)),
                     Conversion::Split => {
                         let (b, s) = tf32_split(v);
                         big.push(b);
@@ -163,6 +178,20 @@ mod tests {
         assert_eq!(tf32_round(-0.0).to_bits(), 0x8000_0000);
         assert_eq!(tf32_truncate(f32::from_bits(0x3fff_ffff)).to_bits(), 0x3fff_e000);
         assert_eq!(tf32_truncate(-1.9999999).to_bits(), 0xbfff_e000);
+    }
+
+    #[test]
+    fn round_even_is_nearest_ties_to_even_and_keeps_specials() {
+        let ulp = 2f32.powi(-10);
+        assert_eq!(tf32_round_even(1.0 + ulp / 2.0), 1.0, "a tie below an even value: down");
+        assert_eq!(tf32_round_even(1.0 + 3.0 * ulp / 2.0), 1.0 + 2.0 * ulp, "below an odd value: up");
+        assert_eq!(tf32_round_even(-(1.0 + 3.0 * ulp / 2.0)), -(1.0 + 2.0 * ulp));
+        assert_eq!(tf32_round_even(f32::from_bits(0x3f80_1001)), 1.0 + ulp, "past the tie: up");
+        assert_eq!(tf32_round_even(f32::from_bits(0x3f80_0fff)), 1.0, "below the tie: down");
+        assert_eq!(tf32_round_even(f32::from_bits(0x3fff_ffff)), 2.0, "a carry into the exponent");
+        assert_eq!(tf32_round_even(f32::MAX), f32::INFINITY);
+        assert_eq!(tf32_round_even(f32::from_bits(0x7fc0_dead)).to_bits(), 0x7fc0_dead, "NaN kept");
+        assert_eq!(tf32_round_even(-0.0).to_bits(), 0x8000_0000);
     }
 
     #[test]

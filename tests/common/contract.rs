@@ -147,28 +147,29 @@ pub fn refusal(g: &Gpu, case: &Case, kernel: Kernel) -> Option<String> {
 ///   are not aligned; W is repacked iff the kernel needs aligned rows and W's are not (a prepared
 ///   W's are when K % 4 == 0), or the kernel [`Kernel::needs_rounded_w`] and W is not a prepared
 ///   weight. Nothing else is ever repacked;
-/// - [`Plan::precision`] is `Nearest` iff both operands reached the tensor cores rounded: X when
-///   the kernel rounds ([`Kernel::rounding`] is `Nearest`, which for a kernel that needs W
-///   rounded means X in registers) or X was repacked; W when the kernel rounds it (`Nearest`
-///   and not [`Kernel::needs_rounded_w`]), or it was repacked, or it is a weight prepared by a
-///   `Nearest` handle (the only kind a `Nearest` handle accepts; a `Truncate` handle's prepared
-///   weight holds W's bits as they were). Else `Truncate`;
+/// - [`Plan::precision`] is `Tf32` iff both operands reached the tensor cores rounded: both
+///   when the TMA rounded them on load; else X when the kernel rounds it ([`Kernel::precision`]
+///   is `Tf32`, which for a kernel that needs W rounded means X in registers) or X was
+///   repacked; W when the kernel rounds it (`Tf32` and not [`Kernel::needs_rounded_w`]), or it
+///   was repacked, or it is a weight prepared by a `Tf32` handle (the only kind a `Tf32` handle
+///   accepts; a `Tf32Truncated` handle's prepared weight holds W's bits as they were). `Tf32x3`
+///   when both were split; else `Tf32Truncated`;
 /// - the TMA store runs exactly for a TMA kernel and an output with 16-byte rows
 ///   ([`Plan::tma_store`]).
 ///
+/// - [`Plan::round_on_load`] exactly for a kernel that [`Kernel::can_round_on_load`] under a
+///   handle asking for at least `Tf32`, and then `Tf32`.
+///
 /// Auto, with the rounding the case asks for ([`Case::effective_precision`], by default
-/// [`gemm_epilogue::FusedGemm::rounding`], `Nearest` on every device):
-/// - `Nearest` asked is delivered, on any device;
+/// [`gemm_epilogue::FusedGemm::rounding`], `Tf32` on every device):
+/// - `Tf32` (and `Tf32x3`) asked is delivered, on any device;
 /// - operands with aligned rows run a kernel that reads 16-byte rows (no fallback to 4-byte
 ///   loads);
 /// - off sm_90 it runs an mma.sync kernel;
-/// - on sm_90, operands TMA can read — directly ([`Case::tma_ok`]), or repacked into a workspace
-///   (K > 0 and at least [`REPACK_MIN_MACS`] multiply-adds, or as the plan shows) — run a
-///   [`Family::TmaWgmma`] kernel when truncation is asked, as before, and when `Nearest` is asked
-///   with a prepared W;
-/// - on sm_90 with `Nearest` asked and a raw W, a TMA kernel exactly when W can be rounded into
-///   the workspace and that pays: a workspace, K > 0 and at least [`REPACK_MIN_MACS`]
-///   multiply-adds; otherwise the mma.sync kernels that round in registers.
+/// - on sm_90, with `Tf32` or `Tf32Truncated` asked, operands TMA can read — directly
+///   ([`Case::tma_ok`]), or repacked into a workspace (K > 0 and at least [`REPACK_MIN_MACS`]
+///   multiply-adds, or as the plan shows) — run a [`Family::TmaWgmma`] kernel fed from shared
+///   memory, raw W or prepared (the TMA rounds on load for `Tf32`).
 pub fn assert_plan_keeps_the_contract(g: &Gpu, case: &Case, p: &Plan) {
     let k = p.kernel;
     let asked = case.effective_precision(&g.gemm);
@@ -223,8 +224,19 @@ pub fn assert_plan_keeps_the_contract(g: &Gpu, case: &Case, p: &Plan) {
         Precision::Tf32Truncated
     };
     let rank = |p: Precision| [Precision::Tf32Truncated, Precision::Tf32, Precision::Tf32x3].iter().position(|q| *q == p).unwrap();
-    let precision = if rank(x) <= rank(w) { x } else { w };
-    assert_eq!(p.precision, precision, "precision (X {x:?}, W {w:?}) of {ctx}");
+    // A kernel that feeds both operands from shared memory rounds them on load (TF32 tensor
+    // maps) exactly when the handle asks for at least Tf32: then both are rounded, whatever
+    // they were (rounding is idempotent, a split W's big parts are W rounded).
+    let round_on_load = k.can_round_on_load() && asked != Precision::Tf32Truncated;
+    assert_eq!(p.round_on_load, round_on_load, "round on load iff the kernel can and the handle asks for rounding: {ctx}");
+    let precision = if round_on_load {
+        Precision::Tf32
+    } else if rank(x) <= rank(w) {
+        x
+    } else {
+        w
+    };
+    assert_eq!(p.precision, precision, "precision (X {x:?}, W {w:?}, round on load {round_on_load}) of {ctx}");
     // TMA store: a TMA kernel and an output with 16-byte rows at 16-byte-aligned addresses.
     let out_rows_aligned = case.off_o % 4 == 0 && case.n % 4 == 0 && case.ldo() % 4 == 0;
     assert_eq!(p.tma_store, k.family() == Family::TmaWgmma && out_rows_aligned, "TMA store of {ctx}");
@@ -245,19 +257,9 @@ pub fn assert_plan_keeps_the_contract(g: &Gpu, case: &Case, p: &Plan) {
             let repack_pays = case.workspace && case.k > 0 && case.macs() >= REPACK_MIN_MACS;
             let tma_readable = case.tma_ok() || repack_pays || p.repack_x || p.repack_w;
             match asked {
-                Precision::Tf32Truncated if tma_readable => {
-                    assert_eq!(k.family(), Family::TmaWgmma, "Auto on sm_90, truncation asked, operands TMA can read: {ctx}");
-                }
-                Precision::Tf32 if case.prepared_w && tma_readable => {
-                    assert_eq!(k.family(), Family::TmaWgmma, "Auto on sm_90, Nearest asked, a prepared W and operands TMA can read: {ctx}");
-                }
-                Precision::Tf32 if !case.prepared_w => {
-                    let tma = if repack_pays { Family::TmaWgmma } else { Family::MmaSync };
-                    assert_eq!(
-                        k.family(),
-                        tma,
-                        "Auto on sm_90, Nearest asked, a raw W: TMA iff W can be rounded into a workspace and the problem has at least 2^27 multiply-adds: {ctx}"
-                    );
+                Precision::Tf32Truncated | Precision::Tf32 if tma_readable => {
+                    assert_eq!(k.family(), Family::TmaWgmma, "Auto on sm_90, {asked:?} asked, operands TMA can read: {ctx}");
+                    assert!(k.can_round_on_load(), "Auto on sm_90, {asked:?}: the kernels fed from shared memory: {ctx}");
                 }
                 _ => {}
             }

@@ -34,6 +34,12 @@ pub fn conversions(case: &Case, plan: &Plan, handle: Precision, hopper: bool) ->
         // A Tf32x3 kernel splits X whatever W is: with a W that reached it rounded (a weight
         // prepared by a Tf32 handle) the plan says Tf32, but X went in split.
         Precision::Tf32 if k.precision() == Precision::Tf32x3 => (Conversion::Split, Conversion::Round),
+        // Rounded on load: the TMA rounds ties to even, but an operand repacked (X, W) or
+        // prepared (W) was rounded ties away before, and rounding a TF32 value changes nothing.
+        Precision::Tf32 if plan.round_on_load => {
+            let even = |before: bool| if before { Conversion::Round } else { Conversion::RoundEven };
+            (even(plan.repack_x), even(plan.repack_w || case.prepared_w))
+        }
         Precision::Tf32 => (Conversion::Round, Conversion::Round),
         Precision::Tf32Truncated => {
             assert_ne!(k.precision(), Precision::Tf32x3, "{plan:?}: a 3xTF32 kernel reported truncated operands");
