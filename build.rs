@@ -35,6 +35,8 @@ fn main() {
         std::fs::write(manifest.join("src/sys/bindings.rs"), generate_bindings(&header))
             .unwrap_or_else(|e| fail(&format!("cannot write src/sys/bindings.rs: {e}")));
     }
+    // `ge_mutation = "n"`: the host side of a deliberate bug (tests only, see below).
+    println!("cargo:rustc-check-cfg=cfg(ge_mutation, values(any()))");
     for var in ["NVCC", "CUDA_HOME", "CUDA_PATH", "GEMM_EPILOGUE_NVCC_FLAGS", "GEMM_EPILOGUE_MUTATION", "DOCS_RS"] {
         println!("cargo:rerun-if-env-changed={var}");
     }
@@ -66,8 +68,9 @@ fn main() {
         cmd.args(extra.split_whitespace());
     }
     // Tests only: `GEMM_EPILOGUE_MUTATION=<n>` compiles the kernels with one deliberate bug (the
-    // `#if GE_MUTATION == n` hooks in csrc/common/), so tools/mutation_run.sh can prove that the
-    // oracles catch it. Unset (the default): no hook is compiled in.
+    // `#if GE_MUTATION == n` hooks in csrc/common/, and the `cfg!(ge_mutation = "n")` ones in
+    // src/), so tools/mutation_run.sh can prove that the oracles catch it. Unset (the default):
+    // no hook is compiled in.
     if let Ok(n) = env::var("GEMM_EPILOGUE_MUTATION") {
         let n = n.trim();
         if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) || n == "0" {
@@ -75,6 +78,7 @@ fn main() {
         }
         println!("cargo:warning=GEMM_EPILOGUE_MUTATION={n}: the kernels are built with deliberate bug #{n} (tests only)");
         cmd.arg(format!("-DGE_MUTATION={n}"));
+        println!("cargo:rustc-cfg=ge_mutation=\"{n}\"");
     }
     let output = cmd.output().unwrap_or_else(|e| fail(&format!("could not run {}: {e}", nvcc.display())));
     // The ptxas resource report (registers, smem, spills) is kept next to the fatbin.

@@ -3,14 +3,16 @@
 # runner, into .gpu-mutants/ (git-ignored), to prove on a GPU that the oracles catch each bug.
 #
 #   bash tools/mutation_run.sh [N ...]     # here (no GPU needed): build and pack; default: every
-#                                          # `#if GE_MUTATION == N` hook in csrc/common/
+#                                          # `#if GE_MUTATION == N` hook in csrc/common/ and
+#                                          # `cfg!(ge_mutation = "N")` hook in src/
 #   bash .gpu-mutants/run [N ...]          # on the GPU machine: run each mutant's tests and
 #                                          # print which failed; a mutant nobody catches SURVIVED
 #
 # The hooks (csrc/common/): 1 CTA 0's last work item skips its last k-block
 # (stream_k_schedule.cuh); 2 a stream-K finisher leaves out one partial (stream_k.cuh); 3 tile 1
 # is never stored, tile 0 stored twice (tile_raster.cuh); 4 the kernels that round operands in
-# registers truncate them (ptx.cuh); 5 exact TF32 ties round toward zero (ptx.cuh).
+# registers truncate them (ptx.cuh); 5 exact TF32 ties round toward zero (ptx.cuh); 6 the plans
+# that round on load get fp32 tensor maps, so the TMA does not round (src/gemm/launch.rs).
 # Mutant 0 is the unmutated build, the control: every test must pass there.
 #
 # `GEMM_EPILOGUE_MUTATION=N` makes build.rs pass -DGE_MUTATION=N to nvcc. The builds use their
@@ -18,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TESTS=(gpu_exact gpu_emulated gpu_fuzz)
+TESTS=(gpu_exact gpu_emulated gpu_fuzz gpu_rounding)
 OUT=.gpu-mutants
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target/mutants}"
 # Smaller executables to carry to the GPU machine.
@@ -27,7 +29,7 @@ export CARGO_PROFILE_RELEASE_STRIP=symbols
 if [ $# -gt 0 ]; then
     mutants=("$@")
 else
-    mapfile -t found < <(grep -rhoE 'GE_MUTATION == [0-9]+' csrc/common | awk '{print $3}' | sort -un)
+    mapfile -t found < <({ grep -rhoE 'GE_MUTATION == [0-9]+' csrc/common | awk '{print $3}'; grep -rhoE 'ge_mutation = "[0-9]+"' src | grep -oE '[0-9]+'; } | sort -un)
     mutants=(0 "${found[@]}")
 fi
 

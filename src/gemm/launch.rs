@@ -89,7 +89,8 @@ pub(crate) fn launch(kernels: &LoadedKernels, stream: &CudaStream, plan: &Plan, 
                 GeTensorMap { opaque: [0; 16] }
             };
             // Operands through TF32 maps when the plan rounds on load: the TMA rounds them.
-            let operand = if plan.round_on_load { TmaElement::Tf32 } else { TmaElement::F32 };
+            // (Mutation 6, tests only: fp32 maps anyway, so a plan that says rounded truncates.)
+            let operand = if plan.round_on_load && !cfg!(ge_mutation = "6") { TmaElement::Tf32 } else { TmaElement::F32 };
             let w_map = |addr: u64| tma::encode_row_major(addr, shape.n, shape.k, w.ld, spec.w_box_rows(), spec.tile_k, operand);
             // A split W (a prepared weight's, or the workspace's: RepackMode::Split) holds its N
             // rows of small parts right after its N rows of big parts.
