@@ -635,7 +635,8 @@ fn main() {
                     (false, true) => " after repacking (precision) W",
                     (false, false) => "",
                 };
-                format!("{}{repack}", p.kernel)
+                let on_load = if p.round_on_load { ", X and W rounded on load (TF32 tensor maps)" } else { "" };
+                format!("{}{repack}{on_load}", p.kernel)
             });
             let errors: Vec<_> = case.variants.clone().into_iter().map(|v| case.accuracy(v)).collect();
             let (medians, _) = interleaved(&mut case, rounds, 0.5);

@@ -14,7 +14,7 @@ use crate::points::{self, Point};
 /// Issue 13: the default rounding within 3 % of truncation.
 const ROUNDING_BUDGET: f64 = 1.03;
 
-/// `Kernel, grid g[, clusters of c][, repack X][, repack W][, stream-K t tiles over c CTAs]`.
+/// `Kernel, grid g[, clusters of c][, repack X][, repack W][, rounded on load][, stream-K t tiles over c CTAs]`.
 pub fn describe(plan: &Option<Plan>) -> String {
     let Some(p) = plan else { return "nothing to do".into() };
     let mut s = format!("{:?}, grid {}", p.kernel, p.grid);
@@ -26,6 +26,9 @@ pub fn describe(plan: &Option<Plan>) -> String {
     }
     if p.repack_w {
         s.push_str(", repack W");
+    }
+    if p.round_on_load {
+        s.push_str(", rounded on load");
     }
     if p.stream_k_tiles > 0 {
         let _ = write!(s, ", stream-K {} tiles over {} CTAs", p.stream_k_tiles, p.stream_k_ctas);
