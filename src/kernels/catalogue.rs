@@ -139,7 +139,9 @@ macro_rules! kernel_table {
         /// Every kernel in the fatbin. Pick one with [`crate::Dispatch::Force`], or let
         /// [`crate::Dispatch::Auto`] choose. Names say family, schedule, tile and the operand
         /// access, as the `extern "C"` symbols do (`Sm90Pingpong64x128Trunc` is
-        /// `ge_sm90_pingpong_64x128x32_s8_trunc`).
+        /// `ge_sm90_pingpong_64x128x32_s8_trunc`). The `Trunc` suffix names the build that does
+        /// nothing to the operands itself: on mma.sync it truncates; on sm_90 the tensor maps
+        /// decide, so it also rounds on load ([`Kernel::can_round_on_load`]).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         #[non_exhaustive]
         pub enum Kernel {
@@ -187,41 +189,62 @@ kernel_table! {
     Sm80Mma64x64ScalarTf32x3 => mma("ge_sm80_mma_64x64x32_s4_scalar_x3", [GE_SM80_MMA_64X64_TILE_M, GE_SM80_MMA_64X64_TILE_N, GE_SM80_MMA_64X64_TILE_K, GE_SM80_MMA_64X64_STAGES, GE_SM80_MMA_64X64_THREADS, GE_SM80_MMA_64X64_SMEM_BYTES], Access::Scalar, Precision::Tf32x3);
     /// TMA + wgmma ping-pong, 128×128×32 tile per consumer warpgroup, 6 stages, persistent
     /// (sm_90); X rounded to nearest in registers, W read rounded ([`Kernel::needs_rounded_w`]).
-    /// Auto's TMA kernel between one wave of [`Kernel::Sm90Pingpong64x128`]'s tiles and 3 waves
-    /// of [`Kernel::Sm90Cooperative128x256Cluster2`]'s cluster tiles.
+    /// Only [`crate::Dispatch::Force`] selects the register-rounding builds: Auto rounds on load
+    /// with the `Trunc` builds.
     Sm90Pingpong128x128 => wgmma("ge_sm90_pingpong_128x128x32_s6", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_TILE_M, GE_SM90_PINGPONG_128X128_TILE_N, GE_SM90_PINGPONG_128X128_TILE_K, GE_SM90_PINGPONG_128X128_STAGES, GE_SM90_PINGPONG_128X128_THREADS, GE_SM90_PINGPONG_128X128_SMEM_BYTES], 1, Precision::Tf32);
-    /// [`Kernel::Sm90Pingpong128x128`] reading X and W from shared memory as TMA wrote them
-    /// ([`Precision::Tf32Truncated`]).
+    /// [`Kernel::Sm90Pingpong128x128`] feeding X and W to wgmma from shared
+    /// memory as the TMA wrote them: truncated through fp32 tensor maps
+    /// ([`Precision::Tf32Truncated`]), rounded on load through TF32 maps
+    /// ([`Kernel::can_round_on_load`]). Auto's TMA kernel between one wave of
+    /// [`Kernel::Sm90Pingpong64x128Trunc`]'s tiles and 3 waves of
+    /// [`Kernel::Sm90Cooperative128x256Cluster2Trunc`]'s cluster tiles.
     Sm90Pingpong128x128Trunc => wgmma("ge_sm90_pingpong_128x128x32_s6_trunc", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_TILE_M, GE_SM90_PINGPONG_128X128_TILE_N, GE_SM90_PINGPONG_128X128_TILE_K, GE_SM90_PINGPONG_128X128_STAGES, GE_SM90_PINGPONG_128X128_THREADS, GE_SM90_PINGPONG_128X128_SMEM_BYTES], 1, Precision::Tf32Truncated);
     /// The ping-pong kernel with 64×128×32 tiles and 8 stages (the same shared memory): twice the
-    /// tiles, so a small-M problem needs half as many split-K parts per tile. Auto's TMA kernel
-    /// when its tiles fit in one wave and [`Kernel::Sm90Pingpong64x64`]'s do not.
+    /// tiles, so a small-M problem needs half as many split-K parts per tile. Its `Trunc` build
+    /// is Auto's TMA kernel when its tiles fit in one wave and [`Kernel::Sm90Pingpong64x64`]'s
+    /// do not.
     Sm90Pingpong64x128 => wgmma("ge_sm90_pingpong_64x128x32_s8", Schedule::Pingpong, [GE_SM90_PINGPONG_64X128_TILE_M, GE_SM90_PINGPONG_64X128_TILE_N, GE_SM90_PINGPONG_64X128_TILE_K, GE_SM90_PINGPONG_64X128_STAGES, GE_SM90_PINGPONG_64X128_THREADS, GE_SM90_PINGPONG_64X128_SMEM_BYTES], 1, Precision::Tf32);
-    /// [`Kernel::Sm90Pingpong64x128`], truncating.
+    /// [`Kernel::Sm90Pingpong64x128`] feeding X and W to wgmma from shared
+    /// memory as the TMA wrote them: truncated through fp32 tensor maps
+    /// ([`Precision::Tf32Truncated`]), rounded on load through TF32 maps
+    /// ([`Kernel::can_round_on_load`]).
     Sm90Pingpong64x128Trunc => wgmma("ge_sm90_pingpong_64x128x32_s8_trunc", Schedule::Pingpong, [GE_SM90_PINGPONG_64X128_TILE_M, GE_SM90_PINGPONG_64X128_TILE_N, GE_SM90_PINGPONG_64X128_TILE_K, GE_SM90_PINGPONG_64X128_STAGES, GE_SM90_PINGPONG_64X128_THREADS, GE_SM90_PINGPONG_64X128_SMEM_BYTES], 1, Precision::Tf32Truncated);
     /// The ping-pong kernel with 64×64×32 tiles and 12 stages (the same shared memory):
-    /// cuBLAS's tile for M ≤ 128. Auto's TMA kernel when its tiles fit in one wave.
+    /// cuBLAS's tile for M ≤ 128. Its `Trunc` build is Auto's TMA kernel when its tiles fit in
+    /// one wave.
     Sm90Pingpong64x64 => wgmma("ge_sm90_pingpong_64x64x32_s12", Schedule::Pingpong, [GE_SM90_PINGPONG_64X64_TILE_M, GE_SM90_PINGPONG_64X64_TILE_N, GE_SM90_PINGPONG_64X64_TILE_K, GE_SM90_PINGPONG_64X64_STAGES, GE_SM90_PINGPONG_64X64_THREADS, GE_SM90_PINGPONG_64X64_SMEM_BYTES], 1, Precision::Tf32);
-    /// [`Kernel::Sm90Pingpong64x64`], truncating.
+    /// [`Kernel::Sm90Pingpong64x64`] feeding X and W to wgmma from shared
+    /// memory as the TMA wrote them: truncated through fp32 tensor maps
+    /// ([`Precision::Tf32Truncated`]), rounded on load through TF32 maps
+    /// ([`Kernel::can_round_on_load`]).
     Sm90Pingpong64x64Trunc => wgmma("ge_sm90_pingpong_64x64x32_s12_trunc", Schedule::Pingpong, [GE_SM90_PINGPONG_64X64_TILE_M, GE_SM90_PINGPONG_64X64_TILE_N, GE_SM90_PINGPONG_64X64_TILE_K, GE_SM90_PINGPONG_64X64_STAGES, GE_SM90_PINGPONG_64X64_THREADS, GE_SM90_PINGPONG_64X64_SMEM_BYTES], 1, Precision::Tf32Truncated);
     /// [`Kernel::Sm90Pingpong128x128`] with its CTAs paired into clusters of 2 along M: the two
     /// compute vertically adjacent tiles and each TMA-multicasts half of their shared W tile to
     /// both. Only [`crate::Dispatch::Force`] selects it.
     Sm90Pingpong128x128Cluster2 => wgmma("ge_sm90_pingpong_128x128x32_s6_cluster2", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_TILE_M, GE_SM90_PINGPONG_128X128_TILE_N, GE_SM90_PINGPONG_128X128_TILE_K, GE_SM90_PINGPONG_128X128_STAGES, GE_SM90_PINGPONG_128X128_THREADS, GE_SM90_PINGPONG_128X128_SMEM_BYTES], GE_SM90_CLUSTER_M, Precision::Tf32);
-    /// [`Kernel::Sm90Pingpong128x128Cluster2`], truncating.
+    /// [`Kernel::Sm90Pingpong128x128Cluster2`] feeding X and W to wgmma from shared
+    /// memory as the TMA wrote them: truncated through fp32 tensor maps
+    /// ([`Precision::Tf32Truncated`]), rounded on load through TF32 maps
+    /// ([`Kernel::can_round_on_load`]).
     Sm90Pingpong128x128Cluster2Trunc => wgmma("ge_sm90_pingpong_128x128x32_s6_cluster2_trunc", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_TILE_M, GE_SM90_PINGPONG_128X128_TILE_N, GE_SM90_PINGPONG_128X128_TILE_K, GE_SM90_PINGPONG_128X128_STAGES, GE_SM90_PINGPONG_128X128_THREADS, GE_SM90_PINGPONG_128X128_SMEM_BYTES], GE_SM90_CLUSTER_M, Precision::Tf32Truncated);
     /// TMA + wgmma cooperative, 128×256×32 tile shared by both consumer warpgroups (64 rows each,
     /// `m64n256k8`), 4 stages, persistent (sm_90): fewer shared-memory and L2 bytes per FLOP
     /// than the ping-pong, but no epilogue overlapped with the tensor cores. Only
     /// [`crate::Dispatch::Force`] selects it.
     Sm90Cooperative128x256 => wgmma("ge_sm90_cooperative_128x256x32_s4", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], 1, Precision::Tf32);
-    /// [`Kernel::Sm90Cooperative128x256`], truncating.
+    /// [`Kernel::Sm90Cooperative128x256`] feeding X and W to wgmma from shared
+    /// memory as the TMA wrote them: truncated through fp32 tensor maps
+    /// ([`Precision::Tf32Truncated`]), rounded on load through TF32 maps
+    /// ([`Kernel::can_round_on_load`]).
     Sm90Cooperative128x256Trunc => wgmma("ge_sm90_cooperative_128x256x32_s4_trunc", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], 1, Precision::Tf32Truncated);
     /// [`Kernel::Sm90Cooperative128x256`] in clusters of 2 along M, each CTA multicasting half
-    /// of the shared 256-row W tile (cuBLAS's configuration for large TF32 GEMMs on sm_90).
-    /// Auto's pick from 3 waves of its 256×256 cluster tiles.
+    /// of the shared 256-row W tile (cuBLAS's configuration for large TF32 GEMMs on sm_90). Its
+    /// `Trunc` build is Auto's pick from 3 waves of its 256×256 cluster tiles.
     Sm90Cooperative128x256Cluster2 => wgmma("ge_sm90_cooperative_128x256x32_s4_cluster2", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], GE_SM90_CLUSTER_M, Precision::Tf32);
-    /// [`Kernel::Sm90Cooperative128x256Cluster2`], truncating.
+    /// [`Kernel::Sm90Cooperative128x256Cluster2`] feeding X and W to wgmma from shared
+    /// memory as the TMA wrote them: truncated through fp32 tensor maps
+    /// ([`Precision::Tf32Truncated`]), rounded on load through TF32 maps
+    /// ([`Kernel::can_round_on_load`]).
     Sm90Cooperative128x256Cluster2Trunc => wgmma("ge_sm90_cooperative_128x256x32_s4_cluster2_trunc", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], GE_SM90_CLUSTER_M, Precision::Tf32Truncated);
     /// TMA + wgmma cooperative in [`Precision::Tf32x3`], 128×128×32 tiles (64 rows per consumer
     /// warpgroup), 4 stages (each holds X and W's two parts): X split into big and small TF32
