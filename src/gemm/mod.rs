@@ -81,12 +81,11 @@ impl FusedGemm {
 
     /// A handle sharing the loaded kernels whose [`Dispatch::Auto`] only picks kernels (or
     /// repacks) that give `rounding`. The default is [`Precision::Tf32`] on every device,
-    /// as cuBLAS's TF32 GEMM rounds. On sm_90 it runs the TMA kernels that round X in registers,
-    /// on a [`PreparedWeight`] or on W rounded into the workspace of
-    /// [`FusedGemm::run_with_workspace`] (an extra pass over W, taken from 2²⁷ multiply-adds);
-    /// otherwise the mma.sync kernels that round in registers (slower there).
-    /// [`Precision::Tf32Truncated`] is an opt-in: faster where rounding costs instructions, with a
-    /// larger error biased toward zero. docs/EPILOGUE.md has the error of each,
+    /// as cuBLAS's TF32 GEMM rounds. On sm_90 the TMA rounds X and W as it loads them (TF32
+    /// tensor maps, [`crate::Plan::round_on_load`]: to nearest, ties to even), at the truncating
+    /// kernels' speed with any W; elsewhere the mma.sync kernels round in registers.
+    /// [`Precision::Tf32Truncated`] is an opt-in: faster where rounding costs instructions
+    /// (sm_80), with a larger error biased toward zero. docs/EPILOGUE.md has the error of each,
     /// docs/BENCHMARKS.md the cost.
     pub fn with_precision(&self, precision: Precision) -> Self {
         Self { policy: Policy { precision, ..self.policy }, ..self.clone() }
@@ -348,7 +347,7 @@ impl FusedGemm {
     }
 
     /// Copies W (N × K, any stride) into a [`PreparedWeight`] on `stream`: rows of whole 128-byte
-    /// lines, rounded to TF32 to nearest when this handle rounds to nearest. Every call of a
+    /// lines, rounded to TF32 to nearest (ties away) when this handle rounds to nearest. Every call of a
     /// handle with this rounding then takes it in place of W, and the sm_90 kernels read it
     /// without repacking or rounding it again (no workspace needed for it). Allocates N × ⌈K/32⌉·32
     /// floats; the copy runs asynchronously on `stream`.
