@@ -347,9 +347,10 @@ impl FusedGemm {
     }
 
     /// Copies W (N × K, any stride) into a [`PreparedWeight`] on `stream`: rows of whole 128-byte
-    /// lines, rounded to TF32 to nearest (ties away) when this handle rounds to nearest. Every call of a
-    /// handle with this rounding then takes it in place of W, and the sm_90 kernels read it
-    /// without repacking or rounding it again (no workspace needed for it). Allocates N × ⌈K/32⌉·32
+    /// lines, rounded to TF32 to nearest (ties away) when this handle rounds to nearest. Every
+    /// call of a handle with this rounding then takes it in place of W, and the sm_90 kernels
+    /// read it without repacking it (no workspace needed for it; rounding it on load again
+    /// changes nothing). Allocates N × ⌈K/32⌉·32
     /// floats; the copy runs asynchronously on `stream`.
     pub fn prepare_weight(&self, stream: &Arc<CudaStream>, w: &MatrixRef<'_>) -> Result<PreparedWeight> {
         self.check_stream(stream)?;
