@@ -33,7 +33,7 @@ pub struct Case {
     pub x_dist: XDist,
     /// Run through `run_with_workspace` with the workspace `workspace_len` asks for (poisoned).
     pub workspace: bool,
-    /// `FusedGemm::with_precision`; `None`: the default ([`FusedGemm::rounding`] of a new handle).
+    /// `FusedGemm::with_precision`; `None`: the default ([`FusedGemm::precision`] of a new handle).
     pub precision: Option<Precision>,
     /// Pass W as a [`gemm_epilogue::PreparedWeight`]: the fused call gets
     /// `gemm.prepare_weight(&stream, &w_view)`, prepared by the very handle that runs the case
@@ -69,7 +69,7 @@ impl Case {
         self.precision = Some(r);
         self
     }
-    /// The rounding the case asks Auto for: its own, else `gemm`'s ([`FusedGemm::rounding`]; for
+    /// The rounding the case asks Auto for: its own, else `gemm`'s ([`FusedGemm::precision`]; for
     /// the test's `Gpu::gemm`, a new handle, the device's default).
     pub fn effective_precision(&self, gemm: &FusedGemm) -> Precision {
         self.precision.unwrap_or(gemm.precision())

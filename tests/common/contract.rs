@@ -1,8 +1,8 @@
 //! What the crate promises about a call, stated with its public facts — a kernel's
 //! [`Kernel::family`], [`Kernel::needs_aligned_rows`], [`Kernel::needs_rounded_w`],
-//! [`Kernel::rounding`] and launch shape, what fits on the device
+//! [`Kernel::precision`] and launch shape, what fits on the device
 //! ([`gemm_epilogue::FusedGemm::wave`]), the rounding of the handle
-//! ([`gemm_epilogue::FusedGemm::rounding`]) and whether W is a prepared weight — rather than by
+//! ([`gemm_epilogue::FusedGemm::precision`]) and whether W is a prepared weight — rather than by
 //! re-deriving the dispatch rules (preference tables, kernel names): which forced kernels must
 //! accept a case, and what every plan must satisfy.
 
@@ -161,7 +161,7 @@ pub fn refusal(g: &Gpu, case: &Case, kernel: Kernel) -> Option<String> {
 ///   handle asking for at least `Tf32`, and then `Tf32`.
 ///
 /// Auto, with the rounding the case asks for ([`Case::effective_precision`], by default
-/// [`gemm_epilogue::FusedGemm::rounding`], `Tf32` on every device):
+/// [`gemm_epilogue::FusedGemm::precision`], `Tf32` on every device):
 /// - `Tf32` (and `Tf32x3`) asked is delivered, on any device;
 /// - operands with aligned rows run a kernel that reads 16-byte rows (no fallback to 4-byte
 ///   loads);

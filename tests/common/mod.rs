@@ -25,8 +25,8 @@
 //!   spelled out for both kinds;
 //! - `contract`: what the crate promises about a call, in terms of its public kernel facts
 //!   ([`gemm_epilogue::Kernel::needs_aligned_rows`], [`gemm_epilogue::Kernel::needs_rounded_w`],
-//!   [`gemm_epilogue::Kernel::family`], [`gemm_epilogue::Kernel::rounding`],
-//!   [`gemm_epilogue::FusedGemm::wave`], [`gemm_epilogue::FusedGemm::rounding`]): which forced
+//!   [`gemm_epilogue::Kernel::family`], [`gemm_epilogue::Kernel::precision`],
+//!   [`gemm_epilogue::FusedGemm::wave`], [`gemm_epilogue::FusedGemm::precision`]): which forced
 //!   kernels must accept a case ([`accepts`]) and what every plan, and Auto's, must satisfy
 //!   ([`assert_plan_keeps_the_contract`]);
 //! - `twins`: a rounding kernel and its truncating twin ([`trunc_twin`], [`rounding_twin`]);
