@@ -20,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TESTS=(gpu_exact gpu_emulated gpu_fuzz gpu_rounding)
+TESTS=(gpu_exact gpu_emulated gpu_fuzz gpu_rounding gpu_round_on_load)
 OUT=.gpu-mutants
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target/mutants}"
 # Smaller executables to carry to the GPU machine.

@@ -37,6 +37,8 @@
 //!   converted them ([`conversions`]), held to the fp32-accumulation bound;
 //! - `inputs`: [`Inputs`] on the host, [`DeviceInputs`] on the device, and the parallel helpers
 //!   that generate and check them;
+//! - `rounding` (used as `common::rounding::…`): the harness of the two rounding test files —
+//!   host TF32 conversions, salted inputs, their shapes, one call into a poisoned output;
 //! - `check`: running a case ([`execute`]), checking its numbers ([`verify`], [`check`]) and
 //!   expecting a refusal ([`expect_refused`]).
 // Not every test binary uses every helper.
@@ -52,6 +54,7 @@ mod gpu;
 mod inputs;
 mod poison;
 mod rng;
+pub mod rounding;
 mod twins;
 mod weight;
 
