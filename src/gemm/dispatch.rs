@@ -116,9 +116,9 @@ fn preference(size: Size, aligned_rows: bool, precision: Precision) -> &'static 
         // Tf32 on sm_90: the kernels that feed both operands from shared memory, launched with
         // TF32 tensor maps so that the TMA rounds them on load (Plan::round_on_load): the
         // truncating kernels' speed at cuBLAS's rounding, any W (no rounded copy needed). The
-        // kernels that round X in registers cost up to 1.3–1.6× on medium problems
-        // (docs/BENCHMARKS.md) and run only when forced. Off sm_90, mma.sync rounding in
-        // registers.
+        // kernels that round X in registers stall their own wgmma issue, most on medium
+        // problems (docs/BENCHMARKS.md, "The medium-size rounding kernel"), so they run only
+        // when forced. Off sm_90, mma.sync rounding in registers.
         (Large, true, _) => &[Sm90Cooperative128x256Cluster2Trunc, Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
         (Medium, true, _) => &[Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
         (Small64x64, true, _) => &[Sm90Pingpong64x64Trunc, Sm80Mma64x64Vec4],
