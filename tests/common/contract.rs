@@ -154,11 +154,10 @@ pub fn refusal(g: &Gpu, case: &Case, kernel: Kernel) -> Option<String> {
 ///   was repacked, or it is a weight prepared by a `Tf32` handle (the only kind a `Tf32` handle
 ///   accepts; a `Tf32Truncated` handle's prepared weight holds W's bits as they were). `Tf32x3`
 ///   when both were split; else `Tf32Truncated`;
+/// - [`Plan::round_on_load`] exactly for a kernel that [`Kernel::can_round_on_load`] under a
+///   handle asking for at least `Tf32`, and then `Tf32`;
 /// - the TMA store runs exactly for a TMA kernel and an output with 16-byte rows
 ///   ([`Plan::tma_store`]).
-///
-/// - [`Plan::round_on_load`] exactly for a kernel that [`Kernel::can_round_on_load`] under a
-///   handle asking for at least `Tf32`, and then `Tf32`.
 ///
 /// Auto, with the rounding the case asks for ([`Case::effective_precision`], by default
 /// [`gemm_epilogue::FusedGemm::precision`], `Tf32` on every device):

@@ -23,7 +23,9 @@ pub const EMUL_NORM_TOL: f64 = 1e-5;
 
 /// How X and W reached the tensor cores in the call that produced `plan`: `handle` is the
 /// precision of the handle that ran it (it prepared W when [`Case::prepared_w`]).
-/// - `Tf32x3`: both split; `Tf32`: both rounded to nearest (X split by a Tf32x3 kernel);
+/// - `Tf32x3`: both split; `Tf32`: both rounded to nearest (X split by a Tf32x3 kernel), ties
+///   to even where the TMA rounded on load ([`Plan::round_on_load`]) an operand not rounded
+///   before, else ties away;
 /// - `Tf32Truncated`: X rounded when the kernel rounds it or it was repacked, W rounded when the
 ///   kernel rounds it (a kernel that reads W as given does not), it was repacked, or it is a
 ///   weight prepared by a rounding handle; the rest truncated.
