@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::rounding::{assert_same_bits, run, run_view, tf32_rna, tf32_rne, tf32_trunc, Host, SHAPES};
+use common::rounding::{identity, run, run_view, tf32_rna, tf32_rne, tf32_trunc, Host, SHAPES};
 use gemm_epilogue::{Dispatch, Kernel, MatrixRef, Plan, Precision};
 
 /// Auto with the default `Tf32` on sm_90 runs a kernel fed from shared memory through TF32
@@ -62,7 +62,7 @@ fn auto_rounds_on_load_as_the_host_rounds() {
         let schedule = |p: &Plan| (p.kernel, p.grid, p.cluster, p.stream_k_tiles, p.stream_k_ctas, p.tma_store);
         assert_eq!(schedule(&pa), schedule(&pt), "{what}: {pa:?} vs {pt:?}");
         assert_eq!((pt.precision, pt.round_on_load, pt.repack_x, pt.repack_w), (Precision::Tf32Truncated, false, false, false), "{what}: {pt:?}");
-        assert_same_bits(&oa, &ot, n, &what);
+        common::assert_bitwise(&oa, &ot, n, &what);
         println!("{m}x{n}x{k}: bitwise equal, {pa:?}");
         picked.insert(format!("{:?}", pa.kernel));
     }
@@ -82,7 +82,6 @@ fn the_tma_rounds_on_load_through_identities() {
     let mut rng = common::rng("the_tma_rounds_on_load_through_identities");
     let nearest = g.gemm.with_precision(Precision::Tf32);
     let mut bad = Vec::new();
-    let eye = |k: usize| -> Vec<f32> { (0..k * k).map(|i| if i / k == i % k { 1.0 } else { 0.0 }).collect() };
     for kernel in Kernel::ALL.into_iter().filter(|k| k.can_round_on_load()) {
         let gemm = nearest.with_dispatch(Dispatch::Force(kernel));
         for &(rows, k, pad) in &[(1usize, 4usize, 0usize), (8, 16, 4), (63, 16, 4), (65, 16, 0), (64, 32, 0), (65, 36, 4), (130, 68, 4), (300, 260, 0)] {
@@ -101,7 +100,7 @@ fn the_tma_rounds_on_load_through_identities() {
                 }
             }
             let vd = g.stream.clone_htod(&v).expect("upload");
-            let id = g.stream.clone_htod(&eye(k)).expect("upload");
+            let id = g.stream.clone_htod(&identity(k)).expect("upload");
             for operand in ["X", "W"] {
                 let view = MatrixRef::with_ld(vd.slice(..), rows, k, ld);
                 let (plan, out) = if operand == "X" {

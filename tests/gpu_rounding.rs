@@ -21,7 +21,7 @@
 
 mod common;
 
-use common::rounding::{assert_same_bits, p, run, salt, tf32_rna, tf32_trunc, Host, Problem, Sched, SHAPES};
+use common::rounding::{identity, p, run, salt, tf32_rna, tf32_trunc, Host, Problem, Sched, SHAPES};
 use common::Gpu;
 use gemm_epilogue::{Dispatch, Family, Kernel, MatrixRef, Plan, Precision};
 
@@ -99,13 +99,13 @@ fn register_rounding(g: &Gpu, kernel: Kernel, test: &str) {
         let (m, k) = (300, 260);
         let mut x = common::fill(m * k, &mut rng, |r| r.sym(1.0));
         salt(&mut x, &mut rng);
-        let eye: Vec<f32> = (0..k * k).map(|i| if i / k == i % k { 1.0 } else { 0.0 }).collect();
+        let eye = identity(k);
         let (xd, wd) = (g.stream.clone_htod(&x).unwrap(), g.stream.clone_htod(&eye).unwrap());
         let prepared = kg.prepare_weight(&g.stream, &MatrixRef::from_slice(&wd, k, k)).expect("prepare_weight");
         let (plan, out) = run(g, &kg, &xd, &prepared, None, (m, k, k), 0.0, k, None);
         assert_eq!((plan.kernel, plan.precision, plan.repack_x, plan.repack_w), (kernel, Precision::Tf32, false, false), "{plan:?}");
         let want: Vec<f32> = x.iter().copied().map(tf32_rna).collect();
-        assert_same_bits(&out, &want, k, &format!("{kernel:?}: X ({m}x{k}) through an identity W must come out rounded to nearest, ties away"));
+        common::assert_bitwise(&out, &want, k, &format!("{kernel:?}: X ({m}x{k}) through an identity W must come out rounded to nearest, ties away"));
     }
 
     let mut problems = SHAPES.to_vec();
@@ -138,7 +138,7 @@ fn register_rounding(g: &Gpu, kernel: Kernel, test: &str) {
             Sched::Tail => assert!(pk.stream_k_tiles > 0 && pk.stream_k_tiles < tiles, "{what}: a shared tail of {tiles} tiles: {pk:?}"),
             Sched::Any => {}
         }
-        assert_same_bits(&ok, &ot, n, &what);
+        common::assert_bitwise(&ok, &ot, n, &what);
         println!("{m}x{n}x{k}: bitwise equal, {pk:?}");
         if i % 3 == 0 {
             // Without a workspace: the plain persistent schedule.
@@ -146,7 +146,7 @@ fn register_rounding(g: &Gpu, kernel: Kernel, test: &str) {
             let (pt, ot) = run(g, &tg, &xr, &wr, b.as_ref(), (m, n, k), h.scale, h.ldo, None);
             assert_twin_plans(&pk, &pt, &format!("{what}, no workspace"));
             assert_eq!(pk.stream_k_tiles, 0, "{pk:?}");
-            assert_same_bits(&ok, &ot, n, &format!("{what}, no workspace"));
+            common::assert_bitwise(&ok, &ot, n, &format!("{what}, no workspace"));
         }
     }
 }
@@ -259,7 +259,7 @@ fn rounding_kernels_round_an_unrounded_prepared_w_first() {
             let schedule = |p: &Plan| (p.grid, p.stream_k_tiles, p.stream_k_ctas);
             assert_eq!(schedule(&pk), schedule(&pt), "{what}: {pk:?} vs {pt:?}");
             assert!(!pk.repack_x && pk.repack_w, "{what}: W must be rounded into the workspace first: {pk:?}");
-            assert_same_bits(&ok, &ot, n, &what);
+            common::assert_bitwise(&ok, &ot, n, &what);
             assert_eq!(pk.precision, Precision::Tf32, "{what}: X and W reached the tensor cores rounded: {pk:?}");
         }
     }
@@ -281,7 +281,7 @@ fn prepare_weight_rounds_to_nearest_ties_away() {
     for (n, k) in [(130, 68), (64, 100)] {
         let mut w = common::fill(n * k, &mut rng, |r| r.sym(1.0));
         salt(&mut w, &mut rng);
-        let eye: Vec<f32> = (0..k * k).map(|i| if i / k == i % k { 1.0 } else { 0.0 }).collect();
+        let eye = identity(k);
         let (xd, wd) = (g.stream.clone_htod(&eye).unwrap(), g.stream.clone_htod(&w).unwrap());
         for (precision, f) in [(Precision::Tf32, tf32_rna as fn(f32) -> f32), (Precision::Tf32Truncated, tf32_trunc)] {
             for &kernel in &kernels {
@@ -299,7 +299,7 @@ fn prepare_weight_rounds_to_nearest_ties_away() {
                 assert_eq!((plan.kernel, plan.precision, plan.round_on_load), (kernel, if on_load { Precision::Tf32 } else { Precision::Tf32Truncated }, on_load), "{plan:?}");
                 // out[i][j] = W[j][i], as prepared.
                 let want: Vec<f32> = (0..k * n).map(|e| f(w[(e % n) * k + e / n])).collect();
-                assert_same_bits(&out, &want, n, &format!("W ({n}x{k}) prepared by a {precision:?} handle, read back through an identity X by {kernel:?} (row i, col j = W[j][i])"));
+                common::assert_bitwise(&out, &want, n, &format!("W ({n}x{k}) prepared by a {precision:?} handle, read back through an identity X by {kernel:?} (row i, col j = W[j][i])"));
             }
         }
     }

@@ -80,8 +80,9 @@ pub fn exact_output(case: &Case, inputs: &Inputs) -> Vec<f32> {
     .concat()
 }
 
-/// Asserts `got` (dense M × N) equals `want` bit for bit; names the first mismatches, their
-/// count, and whether they differ only in the sign of a zero.
+/// Asserts `got` (dense M × N) equals `want` bit for bit (the exact result, or another call's
+/// output); names the first mismatches, their count, whether they differ only in the sign of a
+/// zero, and the seed that reproduces them.
 pub fn assert_bitwise(got: &[f32], want: &[f32], n: usize, what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: output sizes");
     let bad: Vec<usize> = (0..got.len()).filter(|&i| got[i].to_bits() != want[i].to_bits()).collect();
@@ -92,14 +93,15 @@ pub fn assert_bitwise(got: &[f32], want: &[f32], n: usize, what: &str) {
     let first: Vec<String> = bad
         .iter()
         .take(8)
-        .map(|&i| format!("({}, {}): got {:e} ({:#010x}), want {:e}", i / n.max(1), i % n.max(1), got[i], got[i].to_bits(), want[i]))
+        .map(|&i| format!("({}, {}): got {:e} ({:#010x}), want {:e} ({:#010x})", i / n.max(1), i % n.max(1), got[i], got[i].to_bits(), want[i], want[i].to_bits()))
         .collect();
     panic!(
-        "{what}: {} of {} elements differ from the exact result{}; first: {}",
+        "{what}: {} of {} elements differ from the expected bits{}; first (row, col): {}; GEMM_EPILOGUE_SEED={:#x}",
         bad.len(),
         got.len(),
         if zeros_only { " (only in the sign of zero)" } else { "" },
-        first.join("; ")
+        first.join("; "),
+        super::seed()
     );
 }
 

@@ -1,29 +1,26 @@
 //! The harness of the rounding tests (tests/gpu_rounding.rs: the kernels that round X in
 //! registers; tests/gpu_round_on_load.rs: the TMA's rounding on load): the host's TF32
-//! conversions, inputs salted with the values a rounding can get wrong, the shapes every such
-//! kernel runs, one fused call into a poisoned output, and a bitwise comparison that names the
-//! seed.
+//! conversions (the emulating oracle's), the identity, inputs salted with the values a rounding
+//! can get wrong, the shapes every such kernel runs, and one fused call into a poisoned output.
+//! Outputs are compared with [`super::assert_bitwise`].
 
 use gemm_epilogue::cudarc::driver::CudaSlice;
 use gemm_epilogue::{FusedGemm, MatrixMut, MatrixRef, Plan, Weight};
 
 use super::{Gpu, Rng};
 
-/// TF32 to nearest, ties to even: what the TMA writes to shared memory through a TF32 tensor map
-/// (`gpu_round_on_load::the_tma_rounds_on_load_through_identities` pins it down).
+// The host's TF32 conversions are the emulating oracle's (`gemm_epilogue::testbed::tf32`):
+// rna, to nearest with ties away (`cvt.rna.tf32.f32`, the crate's own rounding); rne, to nearest
+// with ties to even (the TMA's through a TF32 tensor map,
+// `gpu_round_on_load::the_tma_rounds_on_load_through_identities`); trunc, what the tensor cores
+// make of fp32 bits.
 #[allow(unused_imports)]
-pub use gemm_epilogue::testbed::tf32::tf32_round_even as tf32_rne;
+pub use gemm_epilogue::testbed::tf32::{tf32_round as tf32_rna, tf32_round_even as tf32_rne, tf32_truncate as tf32_trunc};
 
-/// TF32 to nearest, ties away from zero (`cvt.rna.tf32.f32`), of a finite f32: half a TF32 ulp
-/// (bit 12) added to the magnitude, then the 13 bits TF32 drops cleared.
-pub fn tf32_rna(v: f32) -> f32 {
-    assert!(v.is_finite(), "rna of {v}");
-    f32::from_bits((v.to_bits() + 0x1000) & 0xffff_e000)
-}
-
-/// TF32 by truncation: what the tensor cores make of fp32 bits.
-pub fn tf32_trunc(v: f32) -> f32 {
-    f32::from_bits(v.to_bits() & 0xffff_e000)
+/// The `k × k` identity, dense: through it an operand comes out exactly as the kernel read it
+/// (one product 1·v per output element).
+pub fn identity(k: usize) -> Vec<f32> {
+    (0..k * k).map(|i| if i / k == i % k { 1.0 } else { 0.0 }).collect()
 }
 
 /// Makes some inputs the values a rounding can get wrong: exact ties (the 13 dropped bits
@@ -164,25 +161,3 @@ pub fn run_view<W: Weight>(
     let dense = super::take_view_checked(&host, 0, m, n, ldo, &format!("{plan:?} on {m}x{n}x{k}"));
     (plan, dense)
 }
-
-/// `got` and `want` (both `n` columns wide) must be bitwise equal; else fails with the first
-/// differing element, how many differ, and the seed.
-pub fn assert_same_bits(got: &[f32], want: &[f32], n: usize, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}");
-    let differ = |(a, b): (&f32, &f32)| a.to_bits() != b.to_bits();
-    if let Some(i) = got.iter().zip(want).position(differ) {
-        let count = got.iter().zip(want).filter(|&e| differ(e)).count();
-        panic!(
-            "{what}: {count} of {} elements differ; the first, (row {}, col {}): {:e} ({:#010x}), want {:e} ({:#010x}); GEMM_EPILOGUE_SEED={:#x}",
-            got.len(),
-            i / n.max(1),
-            i % n.max(1),
-            got[i],
-            got[i].to_bits(),
-            want[i],
-            want[i].to_bits(),
-            super::seed()
-        );
-    }
-}
-
