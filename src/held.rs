@@ -74,7 +74,8 @@ impl HeldWorkspace {
             old => {
                 drop(old);
                 // SAFETY: scratch; every region a plan reads is written first in stream order
-                // (repacks, zeroed counters, partial tiles stored before they are loaded).
+                // (repacks, partial tiles stored before they are loaded); stream-K's hand-off
+                // words need no value (they carry each launch's number).
                 let b = unsafe { stream.alloc::<f32>(need) }?;
                 self.allocations += 1;
                 b

@@ -86,7 +86,7 @@
 //! )?;
 //! let graph = stream.end_capture(CUgraphInstantiate_flags(0))?;
 //! if let Some(graph) = graph {
-//!     graph.launch()?; // replays the kernel (and its repacks, counters) on `stream`
+//!     graph.launch()?; // replays the kernel (and its repacks) on `stream`
 //! }
 //! stream.synchronize()?;
 //! # Ok(()) }

@@ -56,10 +56,12 @@ fn layouts_match_what_the_kernels_expect() {
     assert_eq!(offset_of!(sys::GeProblem, m), 56);
     assert_eq!(offset_of!(sys::GeProblem, scale), 68);
     assert_eq!(size_of::<sys::GeProblem>(), 72);
-    // Stream-K: two pointers and the tile count, shared by both families.
-    assert_eq!(offset_of!(sys::GeStreamK, flags), 8);
-    assert_eq!(offset_of!(sys::GeStreamK, tiles), 16);
-    assert_eq!(size_of::<sys::GeStreamK>(), 24);
+    // Stream-K: three pointers, the launch number and the tile count, shared by both families.
+    assert_eq!(offset_of!(sys::GeStreamK, ready), 8);
+    assert_eq!(offset_of!(sys::GeStreamK, ticket), 16);
+    assert_eq!(offset_of!(sys::GeStreamK, launch), 24);
+    assert_eq!(offset_of!(sys::GeStreamK, tiles), 32);
+    assert_eq!(size_of::<sys::GeStreamK>(), 40);
     assert_eq!(offset_of!(sys::GeSm90Params, stream_k), 512 + 72);
     // The repack's mode and the offset of a split's small parts.
     assert_eq!(offset_of!(sys::GeRepackParams, mode), 40);

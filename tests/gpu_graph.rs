@@ -58,6 +58,11 @@ fn run_can_be_captured_into_a_cuda_graph_and_replayed() {
         cases.push(Case::new(300, 200, 128).scale(0.5).force(Kernel::Sm90Pingpong128x128Cluster2).prepared_w(true));
         cases.push(Case::new(300, 300, 96).scale(3.0).force(Kernel::Sm90Cooperative128x256Cluster2).workspace(true));
         cases.push(Case::new(1, 4096, 1024).scale(-2.0).force(Kernel::Sm90Pingpong64x64).prepared_w(true).workspace(true)); // split-K
+        // Stream-K as Auto plans it: split-K in 11 parts (M = 1), and a shared tail (8 waves
+        // and 100 tiles). A replay repeats the captured launch number (GeStreamK): each launch
+        // must leave its hand-off words cleared for the next replay.
+        cases.push(Case::new(1, 768, 3072).scale(0.5).workspace(true));
+        cases.push(Case::new(73983, 253, 64).scale(0.5).workspace(true));
     }
     for case in cases {
         let inputs = Inputs::generate(&case, &mut rng);
@@ -86,6 +91,11 @@ fn run_can_be_captured_into_a_cuda_graph_and_replayed() {
         let got = g.stream.clone_dtoh(&replayed).expect("download");
         assert!(bits(&got) == bits(&want), "replay differs from the direct call for {case:?} ({plan:?})");
         common::take_view_checked(&got, case.off_o, case.m, case.n, case.ldo(), &format!("replay {case:?}"));
+        // Replayed again at once: the same launch numbers, on what the first replay left.
+        g.stream.memcpy_htod(&common::poisoned(common::out_len(&case)), &mut replayed).expect("poison");
+        graph.launch().expect("replay again");
+        let got = g.stream.clone_dtoh(&replayed).expect("download");
+        assert!(bits(&got) == bits(&want), "a second replay in a row differs for {case:?} ({plan:?})");
 
         // New X in the same buffer: the replay reads it through the captured pointers.
         let fresh = Inputs::generate(&case, &mut rng);

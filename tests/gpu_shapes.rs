@@ -528,7 +528,7 @@ fn stream_k_shapes() {
 
 /// Stream-K in the sm_90 kernels whose "CTA" is a cluster or whose tile is shared by both
 /// consumer warpgroups: every CTA of a cluster and every consumer publishes its own part of a
-/// partial tile and waits on its own counter. Split-K (including a cluster whose second CTA has
+/// partial tile and marks its own ready word. Split-K (including a cluster whose second CTA has
 /// a single row, M = 129), and shared tails of at least 8 waves of clusters (66 on the H200).
 /// Each truncating kernel and its rounding twin (on a prepared W, or on W rounded into the
 /// workspace), checked against f64 and cuBLAS, and run twice for bitwise-equal outputs.

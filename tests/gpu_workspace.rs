@@ -128,3 +128,47 @@ fn run_raw_matches_run_and_checks_raw_addresses() {
     drop(_go);
     assert_eq!(g.stream.clone_dtoh(&got).expect("dl"), g.stream.clone_dtoh(&want).expect("dl"), "a refused call writes nothing");
 }
+
+/// Stream-K needs no zeroed workspace: its hand-off words carry each launch's own number
+/// (GeStreamK). One workspace, filled with random bits once and then left as each call leaves
+/// it, runs split-K and shared-tail plans of different layouts one after another, so each finds
+/// random bits, partial tiles or an earlier launch's words where its own words lie. Each output
+/// must be bitwise what the same call writes with a fresh, zeroed workspace (the partial tiles
+/// are added in a fixed order), which `stream_k_shapes*` check against f64 and cuBLAS.
+#[test]
+fn stream_k_runs_on_whatever_the_workspace_holds() {
+    let Some(g) = common::gpu() else { return };
+    let mut rng = common::rng("stream_k_runs_on_whatever_the_workspace_holds");
+    // Split-K at M = 1 and 16 (64×64 and 128×128 tiles), with M and N tails, the same shape
+    // twice (the second finds the first's words, a launch number apart), and a shared tail.
+    let shapes = [(1, 4096, 4096), (1, 768, 3072), (129, 1000, 2048), (1, 768, 3072), (67918, 252, 200), (16, 3072, 768)];
+    let len = shapes.iter().map(|&(m, n, k)| g.gemm.max_workspace_len(m, n, k).expect("bound")).max().expect("shapes");
+    let random_bits: Vec<f32> = (0..len).map(|_| f32::from_bits(rng.next_u64() as u32)).collect();
+    let mut ws = g.stream.clone_htod(&random_bits).expect("workspace");
+    let mut shared = 0;
+    for &(m, n, k) in &shapes {
+        let x = g.stream.clone_htod(&common::fill(m * k, &mut rng, |r| r.unit())).expect("x");
+        let w = g.stream.clone_htod(&common::fill(n * k, &mut rng, |r| r.sym(0.03))).expect("w");
+        let b = g.stream.clone_htod(&common::fill(n, &mut rng, |r| r.sym(0.03))).expect("b");
+        let (xv, wv) = (MatrixRef::from_slice(&x, m, k), MatrixRef::from_slice(&w, n, k));
+        let run = |ws: &mut gemm_epilogue::cudarc::driver::CudaSlice<f32>| {
+            let mut out = g.stream.clone_htod(&common::poisoned(m * n)).expect("out");
+            let plan = g
+                .gemm
+                .run_with_workspace(&g.stream, &xv, &wv, Some(&b.as_view()), 0.5, &mut MatrixMut::from_slice(&mut out, m, n), &mut ws.as_view_mut())
+                .expect("run")
+                .expect("a plan");
+            (plan, g.stream.clone_dtoh(&out).expect("download"))
+        };
+        let (plan, got) = run(&mut ws);
+        let (fresh_plan, want) = run(&mut g.stream.alloc_zeros::<f32>(len).expect("fresh workspace"));
+        assert_eq!(plan, fresh_plan, "{m}×{n}×{k}");
+        let differ = got.iter().zip(&want).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+        assert_eq!(differ, 0, "{m}×{n}×{k} ({plan:?}): {differ} of {} outputs differ from a fresh workspace's", m * n);
+        shared += usize::from(plan.stream_k_tiles > 0);
+        println!("{m}×{n}×{k}: {plan:?}");
+    }
+    if g.gemm.device().sm_count == 132 {
+        assert_eq!(shared, shapes.len(), "every shape shares tiles along K on an H200");
+    }
+}

@@ -1,8 +1,9 @@
 //! The fixed cost of a call, on its own: what a call costs when the GEMM itself is nothing.
 //!
 //! Issue 17 saw ~10 µs per call at M = 1 (1×768×3072: 13.7 µs against cuBLAS's 4.8 µs). That is
-//! host work (validation, planning, the launch calls), extra launches (a memset of the split-K
-//! counters, a repack of W) and the pipeline fill. Each is timed here three ways:
+//! host work (validation, planning, the launch calls), extra launches (a repack of W; until the
+//! stream-K words carried launch numbers, a memset of the split-K counters) and the pipeline
+//! fill. Each is timed here three ways:
 //! - **host µs**: wall time of `CALLS` calls enqueued back to back, per call (no synchronisation
 //!   inside; the queue never fills at this count), median of `BATCHES`;
 //! - **back to back µs**: CUDA events around the same calls, per call: the GPU's view, which is
@@ -10,8 +11,8 @@
 //! - **alone µs**: events around one call on an idle stream (host and GPU serialised: launch
 //!   latency, every launch of the call, and its kernels), median of `ALONE` calls.
 //!
-//! Baselines: an empty kernel (1 CTA of 32 threads, JIT-compiled PTX) and a 64-byte memset (the
-//! size of a few split-K counters), then our calls on a trivially small shape and on the sweep's
+//! Baselines: an empty kernel (1 CTA of 32 threads, JIT-compiled PTX) and a 64-byte memset (what
+//! zeroing a few split-K counters cost each split-K call before), then our calls on a trivially small shape and on the sweep's
 //! worst point of issue 17, and cuBLAS's GEMM on the same shapes.
 
 use std::sync::Arc;

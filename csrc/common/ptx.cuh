@@ -87,16 +87,23 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t smem_row_
 
 // ---- GPU-scope flags (stream-K partial-tile hand-off, stream_k.cuh) ----------------------
 
-// Adds v to *flag with release semantics at GPU scope: writes this thread made, and (through a
-// preceding barrier) those of the threads it synchronised with, are visible before the count.
-__device__ __forceinline__ void red_release_add(int32_t *flag, int32_t v) {
-    asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(flag), "r"(v) : "memory");
+// Stores v to *word with release semantics at GPU scope: writes this thread made, and (through a
+// preceding barrier) those of the threads it synchronised with, are visible before the word.
+__device__ __forceinline__ void st_release(uint64_t *word, uint64_t v) {
+    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(word), "l"(v) : "memory");
 }
 
-// Reads *flag with acquire semantics at GPU scope.
-__device__ __forceinline__ int32_t ld_acquire(const int32_t *flag) {
-    int32_t v;
-    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
+// Reads *word with acquire semantics at GPU scope.
+__device__ __forceinline__ uint64_t ld_acquire(const uint64_t *word) {
+    uint64_t v;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(word) : "memory");
+    return v;
+}
+
+// Reads *word without ordering (an atomic read: it may race with other CTAs' atomics).
+__device__ __forceinline__ uint64_t ld_relaxed(const uint64_t *word) {
+    uint64_t v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(word) : "memory");
     return v;
 }
 

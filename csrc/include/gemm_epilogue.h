@@ -73,16 +73,32 @@ typedef struct GeRepackParams {
 
 /* The last `tiles` tiles of a launch are shared along K by G CTAs (the host uses it as split-K:
  * all tiles, when there are fewer tiles than fit on the device at once; or for the partial last
- * wave of a large problem). tiles == 0: none, every CTA computes whole tiles (both pointers may be NULL).
+ * wave of a large problem). tiles == 0: none, every CTA computes whole tiles (the pointers may
+ * be NULL).
  *   partials: G x TILE_M*TILE_N fp32, one partial tile per stream-K CTA;
- *   flags:    tiles + 1 int32, zero at launch: one arrival counter per stream-K tile, then the
- *             ticket counter that numbers the CTAs (sm_90: clusters) in the order they start.
- * For the sm_90 cluster and cooperative kernels a "CTA" and a "tile" here are a cluster and a
- * cluster tile, and both arrays are larger (see GeSm90Params). Which G CTAs, and the rest of the
- * launch contract, is per family (below). */
+ *   ready:    G uint64 (G x CLUSTER_M*PARTS for the sm_90 kernels, below), one per partial
+ *             slot: a CTA sets its slot's word to `launch` once its partial is stored, and a
+ *             finisher waits until each contributor's word says so;
+ *   ticket:   1 uint64, (launch << GE_STREAM_K_TICKET_BITS) | tickets taken: numbers the CTAs
+ *             (sm_90: clusters) in the order they start. The first CTA of a launch finds an
+ *             earlier launch's number (or anything) there and claims ticket 0 by writing its
+ *             own; the others count on from it.
+ *   launch:   this launch's number, 1 .. 2^GE_STREAM_K_LAUNCH_BITS - 1, never reused by the
+ *             process (it starts at a random point and would wrap after 2^40 launches).
+ * No word has to hold anything in particular at launch: the workspace needs no zeroing, and
+ * whatever an earlier call (or the caller) left in it cannot be taken for this launch's. A
+ * launch clears the words it used before it ends (a finisher its contributors' ready words,
+ * the last ticket the ticket word), so a CUDA graph may replay it with the same number.
+ * All three arrays are 8-byte aligned. For the sm_90 cluster and cooperative kernels a "CTA"
+ * and a "tile" here are a cluster and a cluster tile, and the arrays are larger (see
+ * GeSm90Params). Which G CTAs, and the rest of the launch contract, is per family (below). */
+#define GE_STREAM_K_TICKET_BITS 24
+#define GE_STREAM_K_LAUNCH_BITS 40
 typedef struct GeStreamK {
     float *partials;
-    int32_t *flags;
+    uint64_t *ready;
+    uint64_t *ticket;
+    uint64_t launch;
     int32_t tiles;
 } GeStreamK;
 
@@ -167,8 +183,9 @@ typedef struct GeSm90Params {
      * ticket each takes as it starts (not blockIdx), so a finisher only waits for clusters that
      * started. Sizes: partials G x CLUSTER_M*TILE_M*TILE_N floats (a cluster's slot; a consumer
      * warpgroup's part of CTA rank r, rows row0.. of its tile, at (r*TILE_M + row0)*TILE_N),
-     * flags tiles*CLUSTER_M*PARTS + 1 int32 (one counter per (cluster tile, rank, part); PARTS =
-     * consumers sharing a tile: 1 ping-pong, 2 cooperative). */
+     * ready G*CLUSTER_M*PARTS words (one per (cluster, rank, part): cluster c's rank r, part p
+     * at (c*CLUSTER_M + r)*PARTS + p; PARTS = consumers sharing a tile: 1 ping-pong, 2
+     * cooperative). */
     GeStreamK stream_k;
     int32_t store_tma; /* 1: store through out_map; 0: direct stores (any ldo, any alignment) */
     /* Rows of X per TMA box (x_map's box): TILE_M, or m rounded up to a multiple of 8 when m < TILE_M.

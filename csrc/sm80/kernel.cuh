@@ -63,12 +63,15 @@ __device__ __forceinline__ void stream_k_ranges(const GeProblem &p, const GeStre
         // The schedule again rather than kept through the mainloop: it would cost registers there.
         const StreamKSchedule work(sk.tiles, k_tiles, grid, cta, sk.tiles);
         const WorkItem w = work.item(j);
-        int32_t *flag = sk.flags + w.sk_tile;
+        // mma.sync's accumulator layout: this thread's first row is lane / 4 of its warp's rows.
+        const bool live = m0 + warp_m * Cfg::WARP_M + lane / 4 < p.m;
         if (!w.finisher) {
-            publish_partial<Cfg::THREADS, kAcc>(work, sk.partials, kSlot, flag, &mma.acc[0][0][0], tid, cta_barrier);
+            publish_partial<Cfg::THREADS, kAcc>(work, sk.partials, kSlot, sk.ready, 1, sk.launch, &mma.acc[0][0][0],
+                                                tid, live, cta_barrier);
             continue;
         }
-        add_partials<Cfg::THREADS, kAcc>(work, w, sk.partials, kSlot, flag, &mma.acc[0][0][0], tid, cta_barrier);
+        add_partials<Cfg::THREADS, kAcc, 1>(work, w, sk.partials, kSlot, sk.ready, 1, sk.launch, &mma.acc[0][0][0], tid,
+                                         live, cta_barrier);
         store<Cfg>(mma, p, smem, m0, n0, warp_m, warp_n, lane, tid);
     }
 }
@@ -84,9 +87,12 @@ __device__ __forceinline__ void fused_gemm(const GeProblem &p, const GeStreamK &
     int tile = block;
     if (sk.tiles > 0) {
         __shared__ int ticket;
-        if (tid == 0) ticket = atomicAdd(sk.flags + sk.tiles, 1);
+        if (tid == 0) ticket = take_ticket(sk.ticket, sk.launch, grid);
         __syncthreads();
         tile = ticket;
+        // Tickets run 0 .. grid - 1, unless the ticket word already carried this launch's number
+        // (GeStreamK: not within 2^40 launches of one process); stop rather than hang.
+        if (tile >= grid) __trap();
         const int dp_tiles = typename Cfg::Raster(p.m, p.n).num_tiles - sk.tiles;
         if (tile >= dp_tiles) {
             stream_k_ranges<Cfg>(p, sk, smem, dp_tiles, grid - dp_tiles, tile - dp_tiles, tid);

@@ -76,9 +76,16 @@ struct KernelConfig {
     static constexpr uint32_t WARPGROUP_BARRIER = 3;
     // Stream-K (GeStreamK; the schedule's "CTAs" are clusters): one partial slot per cluster of
     // CLUSTER_M * TILE_M * TILE_N floats, one consumer's part (CONSUMER_ROWS x TILE_N, fragment
-    // order) at (rank * TILE_M + part * CONSUMER_ROWS) * TILE_N; CLUSTER_M * TILE_PARTS arrival
-    // counters per stream-K cluster tile, one per (rank, part).
+    // order) at (rank * TILE_M + part * CONSUMER_ROWS) * TILE_N; CLUSTER_M * TILE_PARTS ready
+    // words per cluster, one per (rank, part).
     static constexpr int STREAM_K_SLOT_FLOATS = CLUSTER_M * TILE_M * TILE_N;
+    // Partials a stream-K finisher loads at once (add_partials): their L2 round trips overlap,
+    // which matters at small M, where one finisher adds up to a wave's worth of them. Each
+    // costs another accumulator's registers, which only the 64x64 tile's 32, fed from shared
+    // memory, leave room for below __launch_bounds__'s 168 per thread (the kernels that load X
+    // fragments into registers spill with it: build/nvcc-resource-usage.txt).
+    static constexpr int STREAM_K_IN_FLIGHT =
+        M_ATOMS * ACC_PER_ATOM <= 32 && PRECISION == Precision::Tf32Truncated ? 4 : 1;
 
     static_assert(TILE_N == 64 || TILE_N == 128 || TILE_N == 256,
                   "wrapped wgmma shapes: m64n64k8, m64n128k8, m64n256k8");

@@ -57,24 +57,31 @@ __device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Sto
             for (int r = 0; r < Cfg::ACC_PER_ATOM; ++r) ptx::fence_operand(acc[ma][r]);
         if (lane == 0) release_stage<Cfg>(s, held_stage);
 
+        const int m0 = tile.m0 + cta_rank * Cfg::TILE_M + row0;
         if (w.sk_tile >= 0) {
-            // Stream-K: this consumer's rows of this CTA's tile, at the same place in every cluster's slot.
+            // Stream-K: this consumer's rows of this CTA's tile, at the same place in every
+            // cluster's slot, and its ready word (rank, part) of every cluster's.
             constexpr int kAcc = Cfg::M_ATOMS * Cfg::ACC_PER_ATOM;
             constexpr size_t kSlot = Cfg::STREAM_K_SLOT_FLOATS;
+            constexpr size_t kReady = Cfg::CLUSTER_M * Cfg::TILE_PARTS;
             const int part = Cfg::COOPERATIVE ? consumer : 0;
             const size_t in_slot = static_cast<size_t>(cta_rank * Cfg::TILE_M + row0) * Cfg::TILE_N;
-            int32_t *flag = p.stream_k.flags + (w.sk_tile * Cfg::CLUSTER_M + cta_rank) * Cfg::TILE_PARTS + part;
+            uint64_t *ready = p.stream_k.ready + cta_rank * Cfg::TILE_PARTS + part;
+            // wgmma's accumulator layout: this thread's first row is 16 * warp + lane / 4 (its
+            // others lie below it).
+            const bool live = m0 + 16 * warp + lane / 4 < prob.m;
             const uint32_t wg_barrier = Cfg::WARPGROUP_BARRIER + consumer;
             auto warpgroup_barrier = [&] { ptx::named_barrier_sync(wg_barrier, Cfg::WARPGROUP_THREADS); };
             if (!w.finisher) {
-                publish_partial<Cfg::WARPGROUP_THREADS, kAcc>(work, p.stream_k.partials + in_slot, kSlot, flag,
-                                                              &acc[0][0], wg_thread, warpgroup_barrier);
+                publish_partial<Cfg::WARPGROUP_THREADS, kAcc>(work, p.stream_k.partials + in_slot, kSlot, ready, kReady,
+                                                              p.stream_k.launch, &acc[0][0], wg_thread, live,
+                                                              warpgroup_barrier);
                 continue;
             }
-            add_partials<Cfg::WARPGROUP_THREADS, kAcc>(work, w, p.stream_k.partials + in_slot, kSlot, flag, &acc[0][0],
-                                                       wg_thread, warpgroup_barrier);
+            add_partials<Cfg::WARPGROUP_THREADS, kAcc, Cfg::STREAM_K_IN_FLIGHT>(work, w, p.stream_k.partials + in_slot, kSlot, ready, kReady,
+                                                       p.stream_k.launch, &acc[0][0], wg_thread, live,
+                                                       warpgroup_barrier);
         }
-        const int m0 = tile.m0 + cta_rank * Cfg::TILE_M + row0;
         if (p.store_tma)
             store_tile_tma<Cfg>(p, s.c[consumer], m0, tile.n0, acc, bias, warp, lane,
                                 Cfg::WARPGROUP_BARRIER + consumer);

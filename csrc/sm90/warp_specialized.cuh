@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "../common/ptx.cuh"
+#include "../common/stream_k.cuh"
 #include "../common/stream_k_schedule.cuh"
 #include "../include/gemm_epilogue.h"
 #include "config.cuh"
@@ -53,8 +54,8 @@ __device__ __forceinline__ void warp_specialized_gemm(const GeSm90Params &p, uin
     // not start in index order (another kernel may hold SMs), and a finisher that started ahead
     // of a contributor still waiting for an SM would hold its own SM while waiting for it. A
     // lower ticket has started, and a started cluster publishes its partials before it ever
-    // waits: no deadlock, whatever runs beside the kernel. The counter is the slot after the
-    // tiles' arrival counters (GeStreamK), zeroed with them before each launch.
+    // waits: no deadlock, whatever runs beside the kernel. The ticket word is GeStreamK's
+    // (take_ticket: it needs no zeroing).
     // The ticket lives in the alignment slack at the end of the dynamic shared memory
     // (SMEM_BYTES holds a swizzle atom of slack; the base is 16-byte aligned, so at least the
     // last 16 bytes lie past the aligned storage): a static __shared__ variable would push the
@@ -63,7 +64,7 @@ __device__ __forceinline__ void warp_specialized_gemm(const GeSm90Params &p, uin
     const int cta_rank = Cfg::CLUSTER_M == 1 ? 0 : static_cast<int>(ptx::cluster_ctarank());
     const bool stream_k = p.stream_k.tiles > 0;
     if (stream_k && thread_idx == 0 && cta_rank == 0) {
-        ticket = atomicAdd(p.stream_k.flags + p.stream_k.tiles * Cfg::CLUSTER_M * Cfg::TILE_PARTS, 1);
+        ticket = take_ticket(p.stream_k.ticket, p.stream_k.launch, grid_size / Cfg::CLUSTER_M);
     }
     if (thread_idx == 0) {
         for (int i = 0; i < Cfg::STAGES; ++i) {
@@ -92,6 +93,9 @@ __device__ __forceinline__ void warp_specialized_gemm(const GeSm90Params &p, uin
         }
     }
     const int num_clusters = grid_size / Cfg::CLUSTER_M;
+    // Tickets run 0 .. num_clusters - 1, unless the ticket word already carried this launch's
+    // number (GeStreamK: not within 2^40 launches of one process); stop rather than hang.
+    if (cluster_idx >= num_clusters) __trap();
     const typename Cfg::Raster raster(p.problem.m, p.problem.n);
     const int k_tiles = (p.problem.k + Cfg::TILE_K - 1) / Cfg::TILE_K;
     const StreamKSchedule work(raster.num_tiles, k_tiles, num_clusters, cluster_idx, p.stream_k.tiles);

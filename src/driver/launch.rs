@@ -90,18 +90,6 @@ pub(crate) unsafe fn launch_clustered<P: DeviceRepr>(
     Ok(())
 }
 
-/// Zeroes `count` i32 at device address `ptr` on `stream` (`cuMemsetD32Async`: no allocation,
-/// no synchronisation; graph-capturable). `ptr` must be 4-byte aligned and the range must lie in
-/// a live allocation of the stream's context, kept alive by the caller until the stream passes.
-pub(crate) fn zero_i32(stream: &CudaStream, ptr: u64, count: usize) -> Result<()> {
-    stream.context().bind_to_thread()?;
-    // SAFETY: per the contract above, [ptr, ptr + 4·count) is device memory of this context
-    // that the caller owns (a workspace region it holds the guard of) and that stays alive
-    // while the stream uses it.
-    unsafe { sys::cuMemsetD32Async(ptr, 0, count, stream.cu_stream()) }.result()?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

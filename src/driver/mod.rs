@@ -1,5 +1,5 @@
 //! Raw driver calls that cudarc's safe API does not cover: cluster launches and their occupancy
-//! query, a stream-ordered memset ([`launch`]), TMA tensor maps ([`tma`]), and what the driver
+//! query ([`launch`]), TMA tensor maps ([`tma`]), and what the driver
 //! knows of raw addresses and streams ([`pointer`], for `FusedGemm::run_raw`), a 2-D copy
 //! between device buffers ([`copy`], for the sharded layer's gather). Nothing here allocates or
 //! synchronises, so every launch can be captured into a CUDA graph.

@@ -191,7 +191,8 @@ fn stream_k_when_a_workspace_has_room() {
     // The ping-pong kernel (Auto's choice for fewer than 3 waves of 256×256 cluster tiles).
     let pp = Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc);
     let plan = |s: Shape, ws| select(&H200(), pp, s, a(s.k), a(s.k), ws).unwrap();
-    let sk_len = |grid: usize, sk: usize| grid * 128 * 128 + sk + 1;
+    // A partial tile and a ready word (two f32 elements) per CTA, and the ticket word.
+    let sk_len = |grid: usize, _tiles: usize| grid * 128 * 128 + 2 * (grid + 1);
     // At least 8 full waves and a partial one: the reference shape's 4096 tiles are 31 waves
     // of 132 and 4 tiles; those 4 are shared with the wave before (136 stream-K tiles).
     let s = shape(16384, 4096, 4096);
@@ -232,7 +233,7 @@ fn stream_k_when_a_workspace_has_room() {
     // 64 × 3000: 47 tiles of the 64×64 ping-pong (Auto's pick), each cut in 2 (94 CTAs).
     let u = shape(64, 3000, 4097);
     let repacks = (64 + 3000) * 4128;
-    let sk = 94 * 64 * 64 + 47 + 1;
+    let sk = 94 * 64 * 64 + 2 * (94 + 1);
     let p = select(&H200(), Dispatch::Auto, u, a(4097), a(4097), repacks + sk).unwrap();
     assert_eq!((p.kernel, p.repack_x, p.grid, p.stream_k_tiles), (Kernel::Sm90Pingpong64x64Trunc, true, 94, 47));
     assert_eq!(p.workspace_len(), repacks + sk);
@@ -244,20 +245,20 @@ fn stream_k_for_cluster_and_cooperative_kernels_counts_clusters() {
     let forced = |k, s: Shape| select(&H200(), Dispatch::Force(k), s, a(s.k), a(s.k), usize::MAX).unwrap();
     let reference = shape(16384, 4096, 4096);
     // Cooperative 128×256, no cluster: 2048 tiles = 15 waves of 132 and 68 tiles; two
-    // counters per tile (one per consumer warpgroup).
+    // ready words per CTA (one per consumer warpgroup).
     let p = forced(Kernel::Sm90Cooperative128x256Trunc, reference);
     assert_eq!((p.grid, p.stream_k_ctas, p.stream_k_tiles), (132, 132, 68));
-    assert_eq!(p.workspace_len(), 132 * 128 * 256 + 68 * 2 + 1);
+    assert_eq!(p.workspace_len(), 132 * 128 * 256 + 2 * (132 * 2 + 1));
     // Its 2-CTA clusters: 1024 cluster tiles of 256×256 = 15 waves of 66 clusters and 34; a
-    // slot of two 128×256 tiles per cluster, a counter per (cluster tile, CTA, consumer).
+    // slot of two 128×256 tiles per cluster, a ready word per (cluster, CTA, consumer).
     let p = forced(Kernel::Sm90Cooperative128x256Cluster2Trunc, reference);
     assert_eq!((p.grid, p.cluster, p.stream_k_ctas, p.stream_k_tiles), (132, 2, 66, 34));
-    assert_eq!(p.workspace_len(), 66 * 2 * 128 * 256 + 34 * 2 * 2 + 1);
+    assert_eq!(p.workspace_len(), 66 * 2 * 128 * 256 + 2 * (66 * 2 * 2 + 1));
     // Ping-pong clusters: 2048 cluster tiles = 31 waves of 66 and 2, under a quarter wave:
     // shared with the wave before.
     let p = forced(Kernel::Sm90Pingpong128x128Cluster2Trunc, reference);
     assert_eq!((p.grid, p.stream_k_ctas, p.stream_k_tiles), (132, 66, 68));
-    assert_eq!(p.workspace_len(), 66 * 2 * 128 * 128 + 68 * 2 + 1);
+    assert_eq!(p.workspace_len(), 66 * 2 * 128 * 128 + 2 * (66 * 2 + 1));
     // Split-K: M = 1 has 16 cluster tiles of 256×256, each shared by 4 of the 66 clusters.
     let p = forced(Kernel::Sm90Cooperative128x256Cluster2Trunc, shape(1, 4096, 4096));
     assert_eq!((p.grid, p.stream_k_ctas, p.stream_k_tiles), (128, 64, 16));
@@ -279,7 +280,7 @@ fn stream_k_for_mma_sync_kernels_counts_resident_ctas() {
     // follow the 1980 whole-tile CTAs.
     let p = force(&H200(), Kernel::Sm80Mma128x256Vec4Trunc, s);
     assert_eq!((p.stream_k_tiles, p.stream_k_ctas, p.grid), (68, 132, 1980 + 132));
-    assert_eq!(p.workspace_len(), 132 * 128 * 256 + 68 + 1);
+    assert_eq!(p.workspace_len(), 132 * 128 * 256 + 2 * (132 + 1));
     // 4096 tiles of 128×128, two CTAs per SM: waves of 264, 15 of them and 136 tiles.
     let p = force(&H200(), Kernel::Sm80Mma128x128Vec4Trunc, s);
     assert_eq!((p.stream_k_tiles, p.stream_k_ctas, p.grid), (136, 264, 3960 + 264));

@@ -1,4 +1,4 @@
-//! A planned call, launched: the repacks, stream-K's counters zeroed, the parameter structs of
+//! A planned call, launched: the repacks, stream-K's launch number, the parameter structs of
 //! the header filled, and the kernel launched on its family's terms. Every address here was
 //! validated and is kept alive and ordered on the stream by the caller's guards.
 
@@ -6,6 +6,7 @@ use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
 
 use super::plan::Plan;
 use super::shape::{Shape, Strided};
+use super::stream_k;
 use super::weight::WeightForm;
 use super::workspace::{repacked_ld, Region};
 use crate::driver::{launch, tma};
@@ -38,16 +39,19 @@ pub(crate) fn launch(kernels: &LoadedKernels, stream: &CudaStream, plan: &Plan, 
     };
     let x = repack(a.x, shape.m, layout.x, RepackMode::for_x(plan.kernel))?;
     let w = repack(a.w, shape.n, layout.w, RepackMode::for_w(plan.kernel))?;
-    let stream_k = match (layout.partials, layout.counters) {
-        (Some(partials), Some(counters)) => {
-            launch::zero_i32(stream, counters.addr(a.workspace), counters.len)?;
+    let stream_k = match (layout.partials, layout.sync) {
+        (Some(partials), Some(sync)) => {
+            // The ready words, then the ticket word (the region's last 8 bytes).
+            let ready = sync.addr(a.workspace);
             GeStreamK {
                 partials: partials.addr(a.workspace) as *mut f32,
-                flags: counters.addr(a.workspace) as *mut i32,
+                ready: ready as *mut u64,
+                ticket: (ready + 4 * sync.len as u64 - 8) as *mut u64,
+                launch: stream_k::next_launch(),
                 tiles: plan.stream_k_tiles as i32,
             }
         }
-        _ => GeStreamK { partials: std::ptr::null_mut(), flags: std::ptr::null_mut(), tiles: 0 },
+        _ => GeStreamK { partials: std::ptr::null_mut(), ready: std::ptr::null_mut(), ticket: std::ptr::null_mut(), launch: 0, tiles: 0 },
     };
     let problem = GeProblem {
         x: x.addr as *const f32,
@@ -76,7 +80,8 @@ pub(crate) fn launch(kernels: &LoadedKernels, stream: &CudaStream, plan: &Plan, 
             // GeStreamK` parameters (bindgen); their pointers are live device buffers of this
             // context whose extents were validated for the shape and strides (or workspace
             // regions sized for them by the plan's layout, written above in stream order: the
-            // stream-K region holds `stream_k_ctas` partial tiles and zeroed counters); the
+            // stream-K region holds `stream_k_ctas` partial tiles and the 8-byte aligned
+            // hand-off words, which need no value at launch); the
             // caller's guards keep them alive and ordered on `stream`.
             unsafe { launch.launch(cfg) }?;
         }

@@ -227,8 +227,9 @@ impl FusedGemm {
     /// 16-byte aligned (K % 4 != 0, a misaligned view, or a leading dimension that is not a
     /// multiple of 4), and W rounded to TF32 for the sm_90 kernels that round X in registers
     /// but read W rounded (not needed with a [`PreparedWeight`]); then, with fewer output tiles than fit on the device at
-    /// once or with at least 8 such waves of them, one partial tile per stream-K CTA and a
-    /// counter per shared tile ([`Plan::stream_k_tiles`]).
+    /// once or with at least 8 such waves of them, one partial tile and a 64-bit ready word per
+    /// stream-K CTA and a ticket word ([`Plan::stream_k_tiles`]). Its contents before a call do
+    /// not matter: nothing in it needs zeroing.
     pub fn workspace_len(&self, stream: &CudaStream, x: &MatrixRef<'_>, w: &impl Weight) -> Result<usize> {
         self.check_stream(stream)?;
         let (w, prepared) = self.weight(w)?;

@@ -183,7 +183,7 @@ fn check_plan(c: &Case) -> Result<(), TestCaseError> {
     prop_assert!(plan.workspace_len() <= call.workspace, "{} > {}", plan.workspace_len(), call.workspace);
     prop_assert_eq!(l.len, plan.workspace_len());
     let mut end = 0usize;
-    for r in [l.x, l.w, l.partials, l.counters].into_iter().flatten() {
+    for r in [l.x, l.w, l.partials, l.sync].into_iter().flatten() {
         let Region { offset, len } = r;
         prop_assert!(offset >= end, "region {r:?} overlaps the one before (ends at {end})");
         end = offset.checked_add(len).ok_or_else(|| TestCaseError::fail("region end overflows"))?;
@@ -202,11 +202,12 @@ fn check_plan(c: &Case) -> Result<(), TestCaseError> {
     let sk = plan.stream_k_tiles > 0;
     prop_assert_eq!(sk, plan.stream_k_ctas > 0);
     prop_assert_eq!(sk, l.partials.is_some());
-    prop_assert_eq!(sk, l.counters.is_some());
+    prop_assert_eq!(sk, l.sync.is_some());
     if sk {
         let s_k = StreamK { ctas: plan.stream_k_ctas, tiles: plan.stream_k_tiles };
         prop_assert_eq!(l.partials.unwrap().len, plan.stream_k_ctas as usize * partial_tile_len(k));
-        prop_assert_eq!(l.counters.unwrap().len, s_k.counters(k));
+        prop_assert_eq!(l.sync.unwrap().len, 2 * s_k.sync_words(k));
+        prop_assert_eq!(l.sync.unwrap().offset % 2, 0, "u64 words 8-byte aligned");
         prop_assert!(s.k > 0);
         prop_assert!(plan.stream_k_ctas <= dev.occ.wave(&dev.info, k), "more stream-K CTAs than a wave");
     }

@@ -25,17 +25,33 @@ pub(crate) struct StreamK {
 
 impl StreamK {
     /// f32 elements of workspace it takes ([`crate::sys::GeStreamK`]): one partial tile per
-    /// stream-K CTA (cluster), then the arrival counters.
+    /// stream-K CTA (cluster), then the 64-bit hand-off words.
     pub fn len(self, kernel: Kernel) -> usize {
-        self.ctas as usize * partial_tile_len(kernel) + self.counters(kernel)
+        self.ctas as usize * partial_tile_len(kernel) + 2 * self.sync_words(kernel)
     }
 
-    /// The i32 counters, zeroed before each launch: one per (cluster tile, CTA of the cluster,
-    /// consumer sharing the tile), then the mma.sync kernels' ticket counter.
-    pub fn counters(self, kernel: Kernel) -> usize {
+    /// The u64 hand-off words: a ready word per (CTA or cluster, CTA of the cluster, consumer
+    /// sharing the tile), then the ticket word. None needs a value at launch.
+    pub fn sync_words(self, kernel: Kernel) -> usize {
         let spec = kernel.spec();
-        self.tiles as usize * (spec.cluster_m * spec.tile_parts()) as usize + 1
+        self.ctas as usize * (spec.cluster_m * spec.tile_parts()) as usize + 1
     }
+}
+
+/// A fresh launch number for [`crate::sys::GeStreamK::launch`]: 1 ..= 2^40 − 1, never the same
+/// twice in a process until 2^40 launches have passed. The words a finisher waits on (and the
+/// ticket word) must hold this launch's number to count, so a workspace is never zeroed: what
+/// earlier calls left there carries their numbers. The count starts at a random point, so a
+/// workspace that held another process's words (or anything else) is as unlikely to match.
+pub(crate) fn next_launch() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static START: OnceLock<u64> = OnceLock::new();
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    const NUMBERS: u64 = (1 << crate::sys::GE_STREAM_K_LAUNCH_BITS) - 1;
+    let start = *START.get_or_init(|| std::collections::hash_map::RandomState::new().build_hasher().finish());
+    (start.wrapping_add(COUNT.fetch_add(1, Ordering::Relaxed)) % NUMBERS) + 1
 }
 
 /// f32 elements of one stream-K CTA's (cluster's) partial tile.
@@ -64,6 +80,11 @@ pub(crate) fn plan(device: &DeviceInfo, occupancy: &Occupancy, kernel: Kernel, s
     }
     let t = s.cluster_tiles(kernel);
     if t == 0 {
+        return None;
+    }
+    // Tickets count the launch's CTAs in GE_STREAM_K_TICKET_BITS bits (the mma.sync grid is
+    // every tile not shared plus the wave that shares the rest).
+    if t + wave >= 1 << crate::sys::GE_STREAM_K_TICKET_BITS {
         return None;
     }
     let k_blocks = (s.k as u64).div_ceil(spec.tile_k as u64);
@@ -116,8 +137,20 @@ mod tests {
         assert_eq!(plan(&d, &o, pp, shape(512, 4096, 4096), usize::MAX), None);
         // Without room for every partial tile: none.
         let sk = StreamK { ctas: 128, tiles: 32 };
-        assert_eq!(sk.len(pp), 128 * 128 * 128 + 32 + 1);
+        assert_eq!(sk.len(pp), 128 * 128 * 128 + 2 * (128 + 1));
         assert_eq!(plan(&d, &o, pp, shape(1, 4096, 4096), sk.len(pp) - 1), None);
+    }
+
+    #[test]
+    fn launch_numbers_are_distinct_and_fit_their_bits() {
+        let numbers: Vec<u64> = (0..1000).map(|_| next_launch()).collect();
+        let mut sorted = numbers.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), numbers.len(), "a launch number repeated");
+        assert!(numbers.iter().all(|&l| (1..1 << crate::sys::GE_STREAM_K_LAUNCH_BITS).contains(&l)), "{numbers:?}");
+        // Tagged into the ticket word, a launch number leaves the ticket bits to the count.
+        assert_eq!(crate::sys::GE_STREAM_K_LAUNCH_BITS + crate::sys::GE_STREAM_K_TICKET_BITS, 64);
     }
 
     #[test]
@@ -137,19 +170,19 @@ mod tests {
     fn cluster_and_cooperative_kernels_count_clusters_and_parts() {
         let (d, o) = (H200, occupancy(&H200));
         let reference = shape(16384, 4096, 4096);
-        // Cooperative 128×256: 2048 tiles = 15 waves and 68; two counters per tile.
+        // Cooperative 128×256: 2048 tiles = 15 waves and 68; two ready words per CTA (one per consumer).
         let k = Kernel::Sm90Cooperative128x256Trunc;
         let sk = plan(&d, &o, k, reference, usize::MAX).unwrap();
-        assert_eq!((sk, sk.len(k)), (StreamK { ctas: 132, tiles: 68 }, 132 * 128 * 256 + 68 * 2 + 1));
+        assert_eq!((sk, sk.len(k)), (StreamK { ctas: 132, tiles: 68 }, 132 * 128 * 256 + 2 * (132 * 2 + 1)));
         // In 2-CTA clusters: 1024 cluster tiles = 15 waves of 66 clusters and 34; a slot of two
-        // 128×256 tiles per cluster, a counter per (cluster tile, CTA, consumer).
+        // 128×256 tiles per cluster, a ready word per (cluster, CTA, consumer).
         let k = Kernel::Sm90Cooperative128x256Cluster2Trunc;
         let sk = plan(&d, &o, k, reference, usize::MAX).unwrap();
-        assert_eq!((sk, sk.len(k)), (StreamK { ctas: 66, tiles: 34 }, 66 * 2 * 128 * 256 + 34 * 2 * 2 + 1));
+        assert_eq!((sk, sk.len(k)), (StreamK { ctas: 66, tiles: 34 }, 66 * 2 * 128 * 256 + 2 * (66 * 2 * 2 + 1)));
         // Ping-pong clusters: 2048 cluster tiles = 31 waves of 66 and 2: shared with the wave before.
         let k = Kernel::Sm90Pingpong128x128Cluster2Trunc;
         let sk = plan(&d, &o, k, reference, usize::MAX).unwrap();
-        assert_eq!((sk, sk.len(k)), (StreamK { ctas: 66, tiles: 68 }, 66 * 2 * 128 * 128 + 68 * 2 + 1));
+        assert_eq!((sk, sk.len(k)), (StreamK { ctas: 66, tiles: 68 }, 66 * 2 * 128 * 128 + 2 * (66 * 2 + 1)));
         // Split-K in clusters: M = 1 has 16 cluster tiles of 256×256, each shared by 4 clusters.
         let k = Kernel::Sm90Cooperative128x256Cluster2Trunc;
         assert_eq!(plan(&d, &o, k, shape(1, 4096, 4096), usize::MAX), Some(StreamK { ctas: 64, tiles: 16 }));
@@ -165,7 +198,7 @@ mod tests {
         // 2048 tiles of 128×256, one CTA per SM: 15 waves and 68 tiles.
         let k = Kernel::Sm80Mma128x256Vec4Trunc;
         let sk = plan(&d, &o, k, s, usize::MAX).unwrap();
-        assert_eq!((sk, sk.len(k)), (StreamK { ctas: 132, tiles: 68 }, 132 * 128 * 256 + 68 + 1));
+        assert_eq!((sk, sk.len(k)), (StreamK { ctas: 132, tiles: 68 }, 132 * 128 * 256 + 2 * (132 + 1)));
         // 4096 tiles of 128×128, two CTAs per SM: waves of 264, 15 of them and 136 tiles.
         assert_eq!(plan(&d, &o, Kernel::Sm80Mma128x128Vec4Trunc, s, usize::MAX), Some(StreamK { ctas: 264, tiles: 136 }));
         // Split-K on the A100: 128 tiles of 64×64, 128 k-blocks, two CTAs per SM: 216 CTAs.

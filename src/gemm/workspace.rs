@@ -1,5 +1,6 @@
 //! The workspace of [`crate::FusedGemm::run_with_workspace`], laid out once per plan: repacked X,
-//! repacked W, then stream-K's partial tiles and counters. Sizes and offsets come from here
+//! repacked W, then stream-K's partial tiles and hand-off words. Nothing in it needs a value
+//! before a call (the kernels' words carry their launch's number: `stream_k::next_launch`). Sizes and offsets come from here
 //! alone; the launch only adds the workspace's address.
 
 use super::shape::Shape;
@@ -32,8 +33,9 @@ pub(crate) struct WorkspaceLayout {
     pub w: Option<Region>,
     /// One partial tile per stream-K CTA (cluster).
     pub partials: Option<Region>,
-    /// Stream-K's i32 counters (same size as f32), zeroed before each launch.
-    pub counters: Option<Region>,
+    /// Stream-K's u64 hand-off words (two f32 elements each, 8-byte aligned: every region
+    /// before it has an even length): the ready words, then the ticket word.
+    pub sync: Option<Region>,
     /// f32 elements in all.
     pub len: usize,
 }
@@ -50,8 +52,8 @@ impl WorkspaceLayout {
         let x = repack_x.then(|| take(s.m * ld));
         let w = repack_w.then(|| take(w_parts(kernel) * s.n * ld));
         let partials = stream_k.map(|sk| take(sk.ctas as usize * partial_tile_len(kernel)));
-        let counters = stream_k.map(|sk| take(sk.counters(kernel)));
-        Self { x, w, partials, counters, len: next }
+        let sync = stream_k.map(|sk| take(2 * sk.sync_words(kernel)));
+        Self { x, w, partials, sync, len: next }
     }
 }
 
@@ -105,7 +107,9 @@ mod tests {
         assert_eq!(l.x, Some(Region { offset: 0, len: 64 * ld }));
         assert_eq!(l.w, Some(Region { offset: 64 * ld, len: 3000 * ld }));
         assert_eq!(l.partials, Some(Region { offset: 3064 * ld, len: 94 * 64 * 64 }));
-        assert_eq!(l.counters, Some(Region { offset: 3064 * ld + 94 * 64 * 64, len: 47 + 1 }));
+        assert_eq!(l.sync, Some(Region { offset: 3064 * ld + 94 * 64 * 64, len: 2 * (94 + 1) }));
+        // The words are 8-byte aligned: an even offset from a 16-byte aligned workspace.
+        assert_eq!(l.sync.map(|r| r.offset % 2), Some(0));
         assert_eq!(l.len, repack_len(s, true, true, k) + sk.len(k));
         // A kernel that reads W split takes both parts.
         let x3 = Kernel::Sm90Pingpong64x128Tf32x3;
@@ -114,7 +118,7 @@ mod tests {
         assert_eq!(l.len, (64 + 2 * 3000) * ld);
         // Only W repacked, no stream-K: W starts at 0.
         let l = WorkspaceLayout::new(s, false, true, k, None);
-        assert_eq!((l.x, l.w, l.partials, l.counters, l.len), (None, Some(Region { offset: 0, len: 3000 * ld }), None, None, 3000 * ld));
+        assert_eq!((l.x, l.w, l.partials, l.sync, l.len), (None, Some(Region { offset: 0, len: 3000 * ld }), None, None, 3000 * ld));
         assert_eq!(WorkspaceLayout::new(s, false, false, k, None).len, 0);
         assert_eq!(Region { offset: 3, len: 1 }.addr(0x1000), 0x100c);
     }

@@ -86,7 +86,7 @@ pub(crate) struct Spec {
 
 impl Spec {
     /// Consumer warpgroups sharing one CTA tile, each with its own part of a stream-K partial
-    /// and its own arrival counter: 2 for the cooperative schedule, else 1.
+    /// and its own ready word: 2 for the cooperative schedule, else 1.
     pub const fn tile_parts(&self) -> u32 {
         match self.schedule {
             Schedule::Cooperative => 2,

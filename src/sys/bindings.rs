@@ -6,6 +6,8 @@
 pub const GE_REPACK_COPY: u32 = 0;
 pub const GE_REPACK_ROUND: u32 = 1;
 pub const GE_REPACK_SPLIT: u32 = 2;
+pub const GE_STREAM_K_TICKET_BITS: u32 = 24;
+pub const GE_STREAM_K_LAUNCH_BITS: u32 = 40;
 pub const GE_SM80_MMA_128X128_TILE_M: u32 = 128;
 pub const GE_SM80_MMA_128X128_TILE_N: u32 = 128;
 pub const GE_SM80_MMA_128X128_TILE_K: u32 = 32;
@@ -189,16 +191,20 @@ impl Default for GeRepackParams {
 #[derive(Debug, Copy, Clone)]
 pub struct GeStreamK {
     pub partials: *mut f32,
-    pub flags: *mut i32,
+    pub ready: *mut u64,
+    pub ticket: *mut u64,
+    pub launch: u64,
     pub tiles: i32,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of GeStreamK"][::std::mem::size_of::<GeStreamK>() - 24usize];
+    ["Size of GeStreamK"][::std::mem::size_of::<GeStreamK>() - 40usize];
     ["Alignment of GeStreamK"][::std::mem::align_of::<GeStreamK>() - 8usize];
     ["Offset of field: GeStreamK::partials"][::std::mem::offset_of!(GeStreamK, partials) - 0usize];
-    ["Offset of field: GeStreamK::flags"][::std::mem::offset_of!(GeStreamK, flags) - 8usize];
-    ["Offset of field: GeStreamK::tiles"][::std::mem::offset_of!(GeStreamK, tiles) - 16usize];
+    ["Offset of field: GeStreamK::ready"][::std::mem::offset_of!(GeStreamK, ready) - 8usize];
+    ["Offset of field: GeStreamK::ticket"][::std::mem::offset_of!(GeStreamK, ticket) - 16usize];
+    ["Offset of field: GeStreamK::launch"][::std::mem::offset_of!(GeStreamK, launch) - 24usize];
+    ["Offset of field: GeStreamK::tiles"][::std::mem::offset_of!(GeStreamK, tiles) - 32usize];
 };
 impl Default for GeStreamK {
     fn default() -> Self {
@@ -259,9 +265,9 @@ const _: () = {
     ["Offset of field: GeSm90Params::stream_k"]
         [::std::mem::offset_of!(GeSm90Params, stream_k) - 584usize];
     ["Offset of field: GeSm90Params::store_tma"]
-        [::std::mem::offset_of!(GeSm90Params, store_tma) - 608usize];
+        [::std::mem::offset_of!(GeSm90Params, store_tma) - 624usize];
     ["Offset of field: GeSm90Params::x_box_rows"]
-        [::std::mem::offset_of!(GeSm90Params, x_box_rows) - 612usize];
+        [::std::mem::offset_of!(GeSm90Params, x_box_rows) - 628usize];
 };
 impl Default for GeSm90Params {
     fn default() -> Self {
