@@ -76,13 +76,14 @@ __device__ __forceinline__ void add_partials(const StreamKSchedule &work, const 
                                              uint64_t launch, float *acc, int thread, bool live, Barrier &&barrier) {
     static_assert(ACC % 4 == 0, "float4 columns");
     constexpr int kInFlight = IN_FLIGHT;
-    if (thread == 0)
-        for (int c = w.first_contributor; c < work.cta; ++c)
-            if (work.has_range(c)) {
-                while (ge::ptx::ld_acquire(ready + c * ready_stride) != launch) __nanosleep(64);
-                ready[c * ready_stride] = 0;
-            }
-    barrier();
+    // One thread per contributor polls its word, so that the finisher pays one L2 round trip
+    // for all of them (one after another, split-K's up to a wave of contributors cost one each).
+    for (int c = w.first_contributor + thread; c < work.cta; c += THREADS)
+        if (work.has_range(c)) {
+            while (ge::ptx::ld_acquire(ready + c * ready_stride) != launch) __nanosleep(64);
+            ready[c * ready_stride] = 0;
+        }
+    barrier();  // every contributor's partial is visible to the whole group
     if (!live) return;
     for (int c0 = w.first_contributor; c0 < work.cta; c0 += kInFlight) {
         float4 v[kInFlight][ACC / 4];
