@@ -67,9 +67,9 @@ __device__ __forceinline__ void publish_partial(const StreamKSchedule &work, flo
 // The finisher of a stream-K tile: waits until every contributor before this CTA has marked its
 // slot ready (and clears the mark: each slot has one reader per launch, and a CUDA graph
 // replays a launch with the same number), then adds their partials to `acc` in CTA order, so
-// the sum does not depend on timing. IN_FLIGHT contributors' partials are loaded at once (IN_FLIGHT * ACC registers, which
-// only a small accumulator leaves room for), so that their L2 round trips overlap; the adds
-// keep CTA order.
+// the sum does not depend on timing. IN_FLIGHT contributors' partials are loaded at once
+// (IN_FLIGHT * ACC registers, which only a small accumulator leaves room for), so that their L2
+// round trips overlap; the adds keep CTA order.
 template <int THREADS, int ACC, int IN_FLIGHT, class Barrier>
 __device__ __forceinline__ void add_partials(const StreamKSchedule &work, const WorkItem &w, const float *partials,
                                              size_t slot_stride, uint64_t *ready, size_t ready_stride,

@@ -98,13 +98,6 @@ struct StreamKSchedule {
 
     // Whether CTA c has any stream-K units (so published a partial of every tile it touched).
     __device__ __forceinline__ bool has_range(int c) const { return range_start(c + 1) > range_start(c); }
-
-    // Partials a finisher waits for: the contributing CTAs before it with non-empty ranges.
-    __device__ __forceinline__ int contributors(const WorkItem &w) const {
-        int n = 0;
-        for (int c = w.first_contributor; c < cta; ++c) n += has_range(c);
-        return n;
-    }
 };
 
 }  // namespace ge
