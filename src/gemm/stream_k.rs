@@ -135,6 +135,11 @@ mod tests {
         assert_eq!(plan(&d, &o, pp, shape(300, 520, 64), usize::MAX), None);
         // More than half a wave of tiles: no split.
         assert_eq!(plan(&d, &o, pp, shape(512, 4096, 4096), usize::MAX), None);
+        // So many tiles that tickets would not fit their 24 bits: none (2^28 tiles of 64×64,
+        // a partial last wave after far more than 8 full ones).
+        let big = shape(1 << 20, 1 << 20, 64);
+        assert_eq!(plan(&d, &o, Kernel::Sm90Pingpong64x64Trunc, big, usize::MAX), None);
+        assert_eq!(plan(&d, &o, Kernel::Sm80Mma64x64Vec4, big, usize::MAX), None);
         // Without room for every partial tile: none.
         let sk = StreamK { ctas: 128, tiles: 32 };
         assert_eq!(sk.len(pp), 128 * 128 * 128 + 2 * (128 + 1));
