@@ -17,7 +17,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{Case, DeviceInputs, Gpu};
-use gemm_epilogue::{Dispatch, Kernel, Plan, Precision};
+use gemm_epilogue::{Dispatch, Family, Kernel, Plan, Precision};
 
 /// The stream-K a forced kernel must plan for a shape built for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,6 +103,11 @@ fn key(c: &Case) -> String {
 }
 
 fn assert_expected(expect: Expect, kernel: Kernel, case: &Case, plan: &Plan, what: &str) {
+    if kernel.family() == Family::Skinny {
+        // Its clusters split K instead: no stream-K, whatever the workspace.
+        assert_eq!((plan.stream_k_tiles, plan.stream_k_ctas), (0, 0), "{what}: a skinny kernel plans no stream-K");
+        return;
+    }
     if !matches!(kernel.precision(), Precision::Tf32 | Precision::Tf32Truncated) {
         println!("note: {what}: {kernel:?} planned stream-K {} of {} tiles (expected {expect:?}, not enforced for {:?})", plan.stream_k_tiles, tiles(kernel, case), kernel.precision());
         return;
@@ -149,10 +154,11 @@ fn run_exact(g: &Gpu, test: &str, runs: Vec<Run>) -> (usize, usize) {
                     assert_expected(run.expect, k, &case, &plan, &what);
                 }
                 println!(
-                    "{test}: {} {:?}: exact ({}; stream-K {} of {} tiles over {} CTAs, tma_store {}, repack x {} w {})",
+                    "{test}: {} {:?}: exact ({}; cluster {}, stream-K {} of {} tiles over {} CTAs, tma_store {}, repack x {} w {})",
                     run.what,
                     plan.kernel,
                     if kernel.is_some() { "forced".to_string() } else { format!("Auto {:?}", case.precision) },
+                    plan.cluster,
                     plan.stream_k_tiles,
                     tiles(plan.kernel, &case),
                     plan.stream_k_ctas,
@@ -241,6 +247,40 @@ fn exact_without_workspace_every_kernel() {
         Run::all("whole 1000x1024x8192", Case::new(1000, 1024, 8192).scale(0.5), Expect::Whole),
     ];
     run_exact(&g, "exact_without_workspace_every_kernel", runs);
+}
+
+/// The skinny kernels' splits of K at large K: 8 CTAs per cluster (64 × 16384, and 33 ×
+/// 8196 with a last partial k-step), 3 (1000 × 8192), none (4096 × 8192); every row count up to
+/// the 16-row tile; strided views. (Every kernel runs these too.)
+#[test]
+fn exact_skinny_splits_every_kernel() {
+    let Some(g) = common::gpu() else { return };
+    let runs = vec![
+        Run::all(
+            "skinny 8x64x16384",
+            Case::new(8, 64, 16384).scale(0.5),
+            Expect::Any,
+        ),
+        Run::all(
+            "skinny 16x33x8196 strided",
+            Case::new(16, 33, 8196)
+                .pad(4, 8, 3)
+                .offset(4, 8, 1, 1)
+                .scale(-2.0),
+            Expect::Any,
+        ),
+        Run::all(
+            "skinny 1x1000x8192",
+            Case::new(1, 1000, 8192).bias(false).scale(3.0),
+            Expect::Any,
+        ),
+        Run::all(
+            "skinny 5x4096x8192",
+            Case::new(5, 4096, 8192).workspace(true).scale(0.25),
+            Expect::Any,
+        ),
+    ];
+    run_exact(&g, "exact_skinny_splits_every_kernel", runs);
 }
 
 /// The repack with a workspace: K % 4 ≠ 0 (both operands repacked for kernels that read 16-byte

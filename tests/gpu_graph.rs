@@ -9,7 +9,7 @@ mod common;
 use common::{Case, CaseWeight, DeviceInputs, Gpu, Inputs, Rng};
 use gemm_epilogue::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use gemm_epilogue::cudarc::driver::CudaSlice;
-use gemm_epilogue::{Kernel, MatrixMut, Plan, Precision};
+use gemm_epilogue::{Family, Kernel, MatrixMut, Plan, Precision};
 
 /// One call of `case` into `out` (and `workspace`, when the case asks for one), on `g.stream`,
 /// with W as the case passes it: `w`, the W view or a weight prepared before the capture.
@@ -58,11 +58,13 @@ fn run_can_be_captured_into_a_cuda_graph_and_replayed() {
         cases.push(Case::new(300, 200, 128).scale(0.5).force(Kernel::Sm90Pingpong128x128Cluster2).prepared_w(true));
         cases.push(Case::new(300, 300, 96).scale(3.0).force(Kernel::Sm90Cooperative128x256Cluster2).workspace(true));
         cases.push(Case::new(1, 4096, 1024).scale(-2.0).force(Kernel::Sm90Pingpong64x64).prepared_w(true).workspace(true)); // split-K
-        // Stream-K as Auto plans it: split-K in 11 parts (M = 1), and a shared tail (8 waves
-        // and 100 tiles). A replay repeats the captured launch number (GeStreamK): each launch
-        // must leave its hand-off words cleared for the next replay.
-        cases.push(Case::new(1, 768, 3072).scale(0.5).workspace(true));
+        // Stream-K as the TMA kernels plan it: split-K in 11 parts (M = 1), and a shared tail (8
+        // waves and 100 tiles). A replay repeats the captured launch number (GeStreamK): each
+        // launch must leave its hand-off words cleared for the next replay.
+        cases.push(Case::new(1, 768, 3072).scale(0.5).force(Kernel::Sm90Pingpong64x64Trunc).workspace(true));
         cases.push(Case::new(73983, 253, 64).scale(0.5).force(Kernel::Sm90Pingpong128x128Trunc).workspace(true));
+        // Auto's skinny kernel at decoding size: K split over clusters of 3 CTAs.
+        cases.push(Case::new(1, 768, 3072).scale(0.5));
     }
     for case in cases {
         let inputs = Inputs::generate(&case, &mut rng);
@@ -84,6 +86,13 @@ fn run_can_be_captured_into_a_cuda_graph_and_replayed() {
             .expect("end capture")
             .expect("the capture recorded a graph");
         assert_eq!(plan, captured_plan, "{case:?}");
+        if !case.workspace && case.m * case.k == 3072 {
+            assert!(
+                g.gemm.device().sm_count != 132
+                    || plan.is_some_and(|p| p.kernel.family() == Family::Skinny && p.cluster == 3),
+                "{case:?}: {plan:?}"
+            );
+        }
         if case.workspace && case.m * case.k == 3072 || case.m == 73983 {
             // The stream-K cases above (their plans on the H200's 132 SMs).
             assert!(g.gemm.device().sm_count != 132 || plan.is_some_and(|p| p.stream_k_tiles > 0), "{case:?}: {plan:?}");

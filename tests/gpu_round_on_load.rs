@@ -16,7 +16,7 @@
 mod common;
 
 use common::rounding::{identity, run, run_view, tf32_rna, tf32_rne, tf32_trunc, Host, SHAPES};
-use gemm_epilogue::{Dispatch, Kernel, MatrixRef, Plan, Precision};
+use gemm_epilogue::{Dispatch, Family, Kernel, MatrixRef, Plan, Precision};
 
 /// Auto with the default `Tf32` on sm_90 runs a kernel fed from shared memory through TF32
 /// tensor maps: the TMA rounds X and W as it loads them (`Plan::round_on_load`), to nearest with
@@ -54,6 +54,13 @@ fn auto_rounds_on_load_as_the_host_rounds() {
             let prepared = auto.prepare_weight(&g.stream, &wv).expect("prepare_weight");
             run(&g, auto, &x, &prepared, b.as_ref(), (m, n, k), h.scale, h.ldo, ws.as_mut())
         };
+        if pa.kernel.family() == Family::Skinny {
+            // Decoding sizes: Auto's skinny kernel rounds in registers, ties away (gpu_rounding
+            // holds it to its truncating twin on operands rounded on the host), not on load.
+            assert!(m <= 16 && !pa.round_on_load && pa.precision == Precision::Tf32 && !pa.repack_x && !pa.repack_w, "{pa:?}");
+            println!("{m}x{n}x{k}: skinny, not rounded on load: {pa:?}");
+            continue;
+        }
         assert!(pa.round_on_load && pa.kernel.can_round_on_load(), "Auto on sm_90 rounds on load: {pa:?}");
         assert_eq!((pa.precision, pa.repack_x, pa.repack_w), (Precision::Tf32, false, false), "{pa:?}");
         let forced = truncating.with_dispatch(Dispatch::Force(pa.kernel));

@@ -430,9 +430,9 @@ fn small_shapes_every_kernel() {
     ];
     for case in cases {
         for kernel in Kernel::ALL {
-            // Every case has 16-byte rows: refused only by kernels this device cannot run, and by
-            // those that read W rounded when W is raw and there is no workspace; those run on a
-            // prepared W instead.
+            // Every case has 16-byte rows: refused only by kernels this device cannot run, by
+            // the skinny kernels beyond their rows of X, and by those that read W rounded when W
+            // is raw and there is no workspace; those run on a prepared W instead.
             let case = if kernel.needs_rounded_w() {
                 assert!(!common::accepts(&g, &case, kernel), "{kernel:?} on a raw W without a workspace");
                 case.prepared_w(true)
@@ -445,7 +445,11 @@ fn small_shapes_every_kernel() {
             if common::accepts(&g, &case, kernel) {
                 common::check(&g, &case.force(kernel), &mut rng);
             } else {
-                assert_eq!(g.gemm.wave(kernel), 0, "{kernel:?} refused {case:?}");
+                let too_many_rows = kernel.max_m().is_some_and(|rows| case.m > rows as usize);
+                assert!(
+                    g.gemm.wave(kernel) == 0 || too_many_rows,
+                    "{kernel:?} refused {case:?}"
+                );
             }
         }
         common::check(&g, &case, &mut rng);
@@ -817,4 +821,177 @@ fn every_kernel_has_a_shapes_test() {
             "`{name}` must run the shapes with {k:?} forced, its generator seeded by its name:\n{body}"
         );
     }
+}
+
+/// [`run_shapes`] for a skinny kernel, its handle asking for the kernel's precision, every fourth
+/// triple with a workspace (a forced kernel repacks unaligned rows into it): the triples with
+/// M ≤ 8 (16) run, the others are refused with the crate's reason.
+fn run_shapes_skinny(g: &Gpu, dispatch: Dispatch, test: &str) {
+    let kernel = kernel_of(dispatch);
+    assert_eq!(kernel.family(), Family::Skinny, "{dispatch:?}");
+    let (ran, refused, _) = run_shapes_with(g, dispatch, test, |i, _, case| {
+        case.precision(kernel.precision()).workspace(i % 4 == 1)
+    });
+    if g.gemm.wave(kernel) > 0 {
+        assert!(
+            ran > 0 && refused > 0,
+            "{test}: {ran} ran, {refused} refused"
+        );
+    }
+}
+
+/// Skips (with a printed line) off sm_90.
+#[test]
+fn shapes_sm90_skinny_8x16() {
+    let Some(g) = common::hopper_gpu("Sm90Skinny8x16") else {
+        return;
+    };
+    run_shapes_skinny(
+        &g,
+        Dispatch::Force(Kernel::Sm90Skinny8x16),
+        "shapes_sm90_skinny_8x16",
+    );
+}
+
+/// Skips (with a printed line) off sm_90.
+#[test]
+fn shapes_sm90_skinny_8x16_trunc() {
+    let Some(g) = common::hopper_gpu("Sm90Skinny8x16Trunc") else {
+        return;
+    };
+    run_shapes_skinny(
+        &g,
+        Dispatch::Force(Kernel::Sm90Skinny8x16Trunc),
+        "shapes_sm90_skinny_8x16_trunc",
+    );
+}
+
+/// Skips (with a printed line) off sm_90.
+#[test]
+fn shapes_sm90_skinny_8x16_x3() {
+    let Some(g) = common::hopper_gpu("Sm90Skinny8x16Tf32x3") else {
+        return;
+    };
+    run_shapes_skinny(
+        &g,
+        Dispatch::Force(Kernel::Sm90Skinny8x16Tf32x3),
+        "shapes_sm90_skinny_8x16_x3",
+    );
+}
+
+/// Skips (with a printed line) off sm_90.
+#[test]
+fn shapes_sm90_skinny_16x16() {
+    let Some(g) = common::hopper_gpu("Sm90Skinny16x16") else {
+        return;
+    };
+    run_shapes_skinny(
+        &g,
+        Dispatch::Force(Kernel::Sm90Skinny16x16),
+        "shapes_sm90_skinny_16x16",
+    );
+}
+
+/// Skips (with a printed line) off sm_90.
+#[test]
+fn shapes_sm90_skinny_16x16_trunc() {
+    let Some(g) = common::hopper_gpu("Sm90Skinny16x16Trunc") else {
+        return;
+    };
+    run_shapes_skinny(
+        &g,
+        Dispatch::Force(Kernel::Sm90Skinny16x16Trunc),
+        "shapes_sm90_skinny_16x16_trunc",
+    );
+}
+
+/// Skips (with a printed line) off sm_90.
+#[test]
+fn shapes_sm90_skinny_16x16_x3() {
+    let Some(g) = common::hopper_gpu("Sm90Skinny16x16Tf32x3") else {
+        return;
+    };
+    run_shapes_skinny(
+        &g,
+        Dispatch::Force(Kernel::Sm90Skinny16x16Tf32x3),
+        "shapes_sm90_skinny_16x16_x3",
+    );
+}
+
+/// Decoding sizes, where Auto runs the skinny kernels: M ≤ 16 against N and K around the 16 rows
+/// of W a cluster computes, the 32-wide k-step, and every split of K Auto plans (1 to 8 CTAs per
+/// cluster); dense and strided views (padded rows, offsets, an output with odd stride); with and
+/// without bias. Through Auto (which must choose a skinny kernel for each precision within its
+/// limits) and each skinny kernel forced. Every case through `common::check`.
+#[test]
+fn skinny_shapes() {
+    let Some(g) = common::hopper_gpu("Sm90Skinny8x16") else {
+        return;
+    };
+    const MS: [usize; 6] = [1, 2, 5, 8, 9, 16];
+    // (N, K): tiny, K tails (K % 32 = 4, 28), a split of 2 (33 × 1024), 3 (768 × 3072), 8 (64 ×
+    // 16384), none (3072 × 768, 4096 × 4096), K = 0 (bias alone).
+    const NKS: [(usize, usize); 10] = [
+        (1, 4),
+        (15, 28),
+        (17, 36),
+        (16, 100),
+        (33, 1024),
+        (768, 3072),
+        (1000, 4100),
+        (3072, 768),
+        (64, 16384),
+        (4096, 4096),
+    ];
+    let mut rng = common::rng("skinny_shapes");
+    let start = std::time::Instant::now();
+    let (mut checked, mut splits) = (0usize, std::collections::BTreeSet::new());
+    let mut i = 0usize;
+    for m in MS {
+        for (n, k) in NKS.into_iter().chain([(20, 0)]) {
+            i += 1;
+            let mut case = Case::new(m, n, k)
+                .bias(i % 3 != 0)
+                .scale(SCALES[i % SCALES.len()])
+                .x_dist(if i % 2 == 0 { XDist::Unit } else { XDist::Sym });
+            if i % 2 == 1 {
+                // Strided: rows padded by 16-byte units, views at 16-byte offsets, out at any.
+                case = case.pad(4, 8, 3).offset(4, 8, 1, 1);
+            }
+            let mut dispatches = vec![
+                (Dispatch::Auto, Precision::Tf32),
+                (Dispatch::Auto, Precision::Tf32Truncated),
+                (Dispatch::Auto, Precision::Tf32x3),
+            ];
+            for kernel in Kernel::ALL
+                .into_iter()
+                .filter(|k| k.family() == Family::Skinny && m <= k.max_m().unwrap() as usize)
+            {
+                dispatches.push((Dispatch::Force(kernel), kernel.precision()));
+            }
+            for (dispatch, precision) in dispatches {
+                let case = case.dispatch(dispatch).precision(precision);
+                let plan = common::check(&g, &case, &mut rng).expect("a non-empty problem ran");
+                if dispatch == Dispatch::Auto && n * k <= 1 << 22 {
+                    assert_eq!(
+                        (plan.kernel.family(), plan.precision),
+                        (Family::Skinny, precision),
+                        "Auto on {case:?}: {plan:?}"
+                    );
+                }
+                if plan.kernel.family() == Family::Skinny {
+                    splits.insert(plan.cluster);
+                }
+                checked += 1;
+            }
+        }
+    }
+    println!(
+        "skinny_shapes: {checked} cases checked, splits {splits:?}, {:.1?}",
+        start.elapsed()
+    );
+    assert!(
+        splits.contains(&1) && splits.contains(&8) && splits.len() >= 4,
+        "splits of K covered: {splits:?}"
+    );
 }

@@ -3,16 +3,17 @@
 # runner, into .gpu-mutants/ (git-ignored), to prove on a GPU that the oracles catch each bug.
 #
 #   bash tools/mutation_run.sh [N ...]     # here (no GPU needed): build and pack; default: every
-#                                          # `#if GE_MUTATION == N` hook in csrc/common/ and
+#                                          # `#if GE_MUTATION == N` hook in csrc/ and
 #                                          # `cfg!(ge_mutation = "N")` hook in src/
 #   bash .gpu-mutants/run [N ...]          # on the GPU machine: run each mutant's tests and
 #                                          # print which failed; a mutant nobody catches SURVIVED
 #
-# The hooks (csrc/common/): 1 CTA 0's last work item skips its last k-block
+# The hooks (csrc/): 1 CTA 0's last work item skips its last k-block
 # (stream_k_schedule.cuh); 2 a stream-K finisher leaves out one partial (stream_k.cuh); 3 tile 1
 # is never stored, tile 0 stored twice (tile_raster.cuh); 4 the kernels that round operands in
 # registers truncate them (ptx.cuh); 5 exact TF32 ties round toward zero (ptx.cuh); 6 the plans
-# that round on load get fp32 tensor maps, so the TMA does not round (src/gemm/launch.rs).
+# that round on load get fp32 tensor maps, so the TMA does not round (src/gemm/launch.rs); 7 a
+# skinny cluster's rank 0 leaves out the last rank's sum of K (csrc/skinny/cluster_reduce.cuh).
 # Mutant 0 is the unmutated build, the control: every test must pass there.
 #
 # `GEMM_EPILOGUE_MUTATION=N` makes build.rs pass -DGE_MUTATION=N to nvcc. The builds use their
@@ -29,7 +30,7 @@ export CARGO_PROFILE_RELEASE_STRIP=symbols
 if [ $# -gt 0 ]; then
     mutants=("$@")
 else
-    mapfile -t found < <({ grep -rhoE 'GE_MUTATION == [0-9]+' csrc/common | awk '{print $3}'; grep -rhoE 'ge_mutation = "[0-9]+"' src | grep -oE '[0-9]+'; } | sort -un)
+    mapfile -t found < <({ grep -rhoE 'GE_MUTATION == [0-9]+' csrc | awk '{print $3}'; grep -rhoE 'ge_mutation = "[0-9]+"' src | grep -oE '[0-9]+'; } | sort -un)
     mutants=(0 "${found[@]}")
 fi
 

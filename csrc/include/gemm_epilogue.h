@@ -323,4 +323,43 @@ typedef struct GeSm90Params {
          GE_SM90_PINGPONG_64X128_X3_TILE_K * 4 +                                                \
      GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
 
+/* ---- Skinny family (sm_90): csrc/skinny/ --------------------------------------------- */
+/* Decoding-size X (m <= TILE_M): the GEMM streams W once and is bound by memory, not by the
+ * tensor cores. out^T = W . X^T with mma.sync.m16n8k8: 16 rows of W as the A operand, 8 rows of
+ * X as each B operand; every lane copies the 16-byte units of its own fragments into its own
+ * shared-memory slots with cp.async (a ring of STAGES k-steps per warp) and reads them back.
+ * Kernel parameter: `const GeProblem` by value. Grid: 1-D, ceil(n/TILE_N) * S CTAs, launched in
+ * clusters of S along x (1 <= S <= GE_SKINNY_MAX_SPLIT; S = 1 may be a plain launch): cluster c
+ * computes out[0..m, c*TILE_N ..+TILE_N], its CTA of rank r the r-th of S contiguous ranges of
+ * the ceil(k/TILE_K) k-steps, its warps interleaved steps of that range. The warps' sums are
+ * added in shared memory, the S ranks' sums by rank 0 through distributed shared memory (fixed
+ * orders: a plan's result is bitwise repeatable), which applies the epilogue and stores.
+ * Block: THREADS. Dynamic shared memory: SMEM_BYTES = STAGES * THREADS * TILE_K/16 * (2 +
+ * TILE_M/8) * 16 (the rings), plus (THREADS/32 + 1) * TILE_M * 16 floats of static memory. Needs
+ * m <= TILE_M, k % 4 == 0, x and w 16-byte aligned, ldx and ldw multiples of 4.
+ * Entries: ge_sm90_skinny_<TILE_M>x16x<TILE_K>_s<STAGES> (operands rounded to TF32 in
+ * registers, nearest, ties away), _trunc (fp32 bits: the tensor core truncates), _x3 (both
+ * operands split into 3xTF32's parts in registers: a raw or rounded W, not a split one). */
+
+/* 8x16: X rows 0..7, 8 warps, 4 stages of 32 k (96 KiB): m <= 8. */
+#define GE_SKINNY_8X16_TILE_M 8
+#define GE_SKINNY_8X16_TILE_N 16
+#define GE_SKINNY_8X16_TILE_K 32
+#define GE_SKINNY_8X16_STAGES 4
+#define GE_SKINNY_8X16_THREADS 256
+#define GE_SKINNY_8X16_SMEM_BYTES \
+    (GE_SKINNY_8X16_STAGES * GE_SKINNY_8X16_THREADS * (GE_SKINNY_8X16_TILE_K / 16) * (2 + GE_SKINNY_8X16_TILE_M / 8) * 16)
+
+/* 16x16: X rows 0..15, 4 warps, 4 stages of 32 k (64 KiB): m <= 16. */
+#define GE_SKINNY_16X16_TILE_M 16
+#define GE_SKINNY_16X16_TILE_N 16
+#define GE_SKINNY_16X16_TILE_K 32
+#define GE_SKINNY_16X16_STAGES 4
+#define GE_SKINNY_16X16_THREADS 128
+#define GE_SKINNY_16X16_SMEM_BYTES \
+    (GE_SKINNY_16X16_STAGES * GE_SKINNY_16X16_THREADS * (GE_SKINNY_16X16_TILE_K / 16) * (2 + GE_SKINNY_16X16_TILE_M / 8) * 16)
+
+/* The most CTAs a cluster may hold without opting in to non-portable sizes. */
+#define GE_SKINNY_MAX_SPLIT 8
+
 #endif /* GEMM_EPILOGUE_H */

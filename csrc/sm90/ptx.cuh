@@ -147,6 +147,15 @@ __device__ __forceinline__ uint32_t cluster_ctarank() {
     return rank;
 }
 
+// CTAs in this CTA's cluster (1 for a launch without clusters).
+__device__ __forceinline__ uint32_t cluster_nctarank() {
+    uint32_t n = 1;
+#if GE_SM90_ENABLED
+    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+#endif
+    return n;
+}
+
 // All threads of all CTAs of the cluster (release/acquire: barrier inits become visible).
 __device__ __forceinline__ void cluster_sync() {
 #if GE_SM90_ENABLED

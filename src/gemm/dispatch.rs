@@ -4,10 +4,10 @@
 
 use super::plan::Plan;
 use super::shape::{Shape, Strided};
-use super::stream_k;
 use super::validate::MAX_DIM;
 use super::weight::WeightForm;
 use super::workspace::{repack_len, WorkspaceLayout};
+use super::{skinny, stream_k};
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
 use crate::kernels::catalogue::Family;
@@ -129,6 +129,35 @@ fn preference(size: Size, aligned_rows: bool, precision: Precision) -> &'static 
     }
 }
 
+/// Most elements of W (N·K) for which Auto runs a skinny kernel, by the X rows it holds: up to
+/// 2²⁴ (64 MiB) for M ≤ 8 and 2²² for M ≤ 16. Beyond them the TMA kernels stream W faster
+/// (docs/BENCHMARKS.md, "Skinny"): the skinny kernels' gain is latency, on a W that fits in L2.
+const SKINNY_MAX_W: [(usize, u64); 2] = [(8, 1 << 24), (16, 1 << 22)];
+
+/// Auto's skinny kernel for a call, tried before [`preference`]'s (sm_90, M ≤ 16, a W small
+/// enough: [`SKINNY_MAX_W`]); empty when none applies. Each precision has its build.
+fn skinny_preference(s: Shape, device: &DeviceInfo, precision: Precision) -> &'static [Kernel] {
+    use Kernel::*;
+    let w = (s.n as u64).saturating_mul(s.k as u64);
+    let Some(&(rows, _)) = SKINNY_MAX_W
+        .iter()
+        .find(|&&(rows, max_w)| s.m <= rows && w <= max_w)
+    else {
+        return &[];
+    };
+    if !device.is_hopper() {
+        return &[];
+    }
+    match (rows, precision) {
+        (8, Precision::Tf32Truncated) => &[Sm90Skinny8x16Trunc],
+        (8, Precision::Tf32x3) => &[Sm90Skinny8x16Tf32x3],
+        (8, _) => &[Sm90Skinny8x16],
+        (_, Precision::Tf32Truncated) => &[Sm90Skinny16x16Trunc],
+        (_, Precision::Tf32x3) => &[Sm90Skinny16x16Tf32x3],
+        (_, _) => &[Sm90Skinny16x16],
+    }
+}
+
 /// Chooses the kernel for a validated, non-empty call and plans its launch. With
 /// [`Dispatch::Auto`], the first kernel of [`preference`] that can run it and gives
 /// `policy.precision`; a forced kernel runs as it is, except that a kernel that can round on
@@ -162,12 +191,21 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
         if kernel.precision() == Precision::Tf32x3 && !kernel.needs_split_w() && w_form == WeightForm::Split && s.k > 0 {
             return Some("this kernel splits a raw W itself and cannot read a split prepared weight (only the sm_90 Tf32x3 kernels can: they need X with 16-byte rows, or a workspace to repack X into)");
         }
+        if let Some(rows) = kernel.max_m() {
+            if s.m > rows as usize {
+                return Some(if rows == 8 {
+                    "this skinny kernel holds all of X in one tile: M must be at most 8"
+                } else {
+                    "this skinny kernel holds all of X in one tile: M must be at most 16"
+                });
+            }
+        }
         match kernel.family() {
             Family::TmaWgmma if s.k == 0 => Some("TMA needs K > 0"),
             Family::TmaWgmma if !fits(kernel) && (!x_ok || !w_ok) => Some("TMA needs K % 4 == 0, 16-byte-aligned x and w, and leading dimensions that are multiples of 4 (or a workspace to repack them)"),
             Family::TmaWgmma if !fits(kernel) && kernel.needs_split_w() => Some("this kernel reads W split into 3xTF32's two parts: pass a weight prepared by a Tf32x3 handle (FusedGemm::prepare_weight) or a workspace to split W into"),
             Family::TmaWgmma if !fits(kernel) => Some("this kernel reads W rounded to TF32: pass a prepared weight (FusedGemm::prepare_weight) or a workspace to round W into"),
-            Family::MmaSync if !fits(kernel) => Some("16-byte loads need K % 4 == 0, 16-byte-aligned x and w, and leading dimensions that are multiples of 4 (or a workspace to repack them)"),
+            Family::MmaSync | Family::Skinny if !fits(kernel) => Some("16-byte loads need K % 4 == 0, 16-byte-aligned x and w, and leading dimensions that are multiples of 4 (or a workspace to repack them)"),
             _ => None,
         }
     };
@@ -189,8 +227,13 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
                 let (x, w) = repacks(kernel);
                 !(x || w) || worth_repacking
             };
-            *preferred
+            // A skinny kernel only on operands it reads as they are: a repack would move all of W
+            // once more, which is all the kernel's time.
+            let skinny = skinny_preference(s, device, policy.precision)
                 .iter()
+                .filter(|&&k| repacks(k) == (false, false));
+            *skinny
+                .chain(preferred)
                 .find(|k| refusal(**k).is_none() && cheap(**k))
                 .ok_or_else(|| Error::KernelUnavailable { kernel: preferred[0], reason: refusal(preferred[0]).unwrap_or("no kernel fits this device") })?
         }
@@ -202,7 +245,14 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
     // (all such a kernel reads of it) are W rounded.
     let round_on_load = kernel.can_round_on_load() && policy.precision != Precision::Tf32Truncated;
     let sk = stream_k::plan(device, occupancy, kernel, s, c.workspace.saturating_sub(repack_len(s, repack_x, repack_w, kernel)));
+    // A skinny kernel's clusters split K; every other kernel's cluster is its table's.
+    let cluster = match spec.family {
+        Family::Skinny => skinny::split(device, kernel, s),
+        _ => spec.cluster_m,
+    };
     let grid = match (spec.family, sk) {
+        // One cluster per 16 rows of W.
+        (Family::Skinny, _) => cluster as u64 * (s.n as u64).div_ceil(spec.tile_n as u64),
         (Family::TmaWgmma, Some(sk)) => spec.cluster_m as u64 * sk.ctas as u64,
         // One CTA per whole tile, then the stream-K CTAs.
         (Family::MmaSync, Some(sk)) => s.tiles(kernel) - sk.tiles as u64 + sk.ctas as u64,
@@ -216,7 +266,7 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
     Ok(Plan {
         kernel,
         grid: grid as u32,
-        cluster: spec.cluster_m,
+        cluster,
         block: spec.threads,
         smem_bytes: spec.smem_bytes,
         repack_x,

@@ -92,7 +92,9 @@ fn unaligned_or_ragged_k_falls_back_to_scalar_loads() {
     let p = select(&RTX4090(), Dispatch::Auto, s, (ALIGNED, 4098), (ALIGNED, 4096), 0).unwrap();
     assert_eq!(p.kernel, Kernel::Sm80Mma128x128Scalar, "ldx not a multiple of 4");
     let p = select(&H200(), Dispatch::Auto, shape(7, 9, 0), (ALIGNED, 0), (ALIGNED, 0), 0).unwrap();
-    assert_eq!(p.kernel, Kernel::Sm80Mma64x64Vec4, "K = 0: no TMA, bias-only tile");
+    assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Skinny8x16Trunc, 1), "K = 0: no TMA; the skinny kernel stores the bias");
+    let p = select(&H200(), Dispatch::Auto, shape(17, 9, 0), (ALIGNED, 0), (ALIGNED, 0), 0).unwrap();
+    assert_eq!(p.kernel, Kernel::Sm80Mma64x64Vec4, "K = 0, M > 16: no TMA, bias-only tile");
 }
 
 #[test]
@@ -151,7 +153,7 @@ fn rounding_decides_between_truncating_and_rounding_kernels() {
     let p = pick(&H200(), Truncate, usize::MAX);
     assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision, p.round_on_load), (Kernel::Sm90Cooperative128x256Cluster2Trunc, false, false, Truncate, false));
     // Each size class has its kernel, the truncating one's, for either rounding.
-    for (m, k) in [(1, Kernel::Sm90Pingpong64x64Trunc), (200, Kernel::Sm90Pingpong64x128Trunc), (1024, Kernel::Sm90Pingpong128x128Trunc)] {
+    for (m, k) in [(17, Kernel::Sm90Pingpong64x64Trunc), (200, Kernel::Sm90Pingpong64x128Trunc), (1024, Kernel::Sm90Pingpong128x128Trunc)] {
         for r in [Nearest, Truncate] {
             let p = select_prepared(&H200(), Dispatch::Auto, r, shape(m, 4096, 4096), a, 0).unwrap();
             assert_eq!((p.kernel, p.precision, p.round_on_load), (k, r, r == Nearest), "M = {m}, {r:?}");
@@ -370,8 +372,8 @@ fn the_cluster_kernel_launches_whole_resident_clusters() {
     // The plain ping-pong kernel: no cluster, one CTA per SM.
     let p = select(&H200(), Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc), shape(16384, 4096, 4096), (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
     assert_eq!((p.grid, p.cluster), (132, 1));
-    // Every other kernel runs without clusters.
-    for k in Kernel::ALL.into_iter().filter(|&k| k.cluster_m() == 1) {
+    // Every other kernel runs without clusters, but a skinny one, whose clusters split K.
+    for k in Kernel::ALL.into_iter().filter(|&k| k.cluster_m() == 1 && k.family() != Family::Skinny) {
         let p = select(&H200(), Dispatch::Force(k), shape(300, 200, 64), (ALIGNED, 64), (ALIGNED, 64), usize::MAX).unwrap();
         assert_eq!(p.cluster, 1, "{p:?}");
     }
@@ -390,9 +392,9 @@ fn auto_picks_the_cooperative_cluster_kernel_for_at_least_three_waves() {
         let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
         assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong128x128Trunc, 1), "{m}×{n}×{k}");
     }
-    // At most one wave (132) of 64×64 tiles: the 64×64 ping-pong; else of 64×128 tiles: the
-    // 64×128 one.
-    for (m, n, k) in [(1, 4096, 4096), (128, 4096, 4096), (64, 8192, 64), (257, 129, 4096), (300, 1024, 512)] {
+    // At most one wave (132) of 64×64 tiles: the 64×64 ping-pong (below 17 rows with a W just
+    // past the skinny kernels' 2²⁴ elements); else of 64×128 tiles: the 64×128 one.
+    for (m, n, k) in [(1, 4096, 4100), (17, 4096, 4096), (128, 4096, 4096), (64, 8192, 64), (257, 129, 4096), (300, 1024, 512)] {
         let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
         assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong64x64Trunc, 1), "{m}×{n}×{k}");
     }
@@ -494,4 +496,131 @@ fn tf32x3_picks_its_kernels_and_reads_w_split() {
     assert!(select_prepared(&H200(), forced, Tf32x3, shape(64, 64, 64), (ALIGNED, 64), usize::MAX).is_err());
     let p = select_prepared(&H200(), forced, Tf32x3, shape(64, 64, 0), (ALIGNED, 0), usize::MAX).unwrap();
     assert_eq!(p.precision, Tf32x3);
+}
+
+#[test]
+fn decoding_sizes_take_the_skinny_kernels_on_sm_90() {
+    use Precision::{Tf32 as Nearest, Tf32Truncated as Truncate, Tf32x3};
+    let a = |k| (ALIGNED, k);
+    let auto = |d: &Dev, r, m, n, k| {
+        select_kernel(d, Dispatch::Auto, r, shape(m, n, k), a(k), a(k), 0).unwrap()
+    };
+    // M ≤ 8 up to 2²⁴ elements of W, M ≤ 16 up to 2²²; each precision its build, nothing
+    // repacked, no stream-K, no workspace; what the kernel does is what the plan says.
+    for (m, n, k, kernel) in [
+        (1, 768, 3072, Kernel::Sm90Skinny8x16),
+        (8, 4096, 4096, Kernel::Sm90Skinny8x16),
+        (1, 4096, 4096, Kernel::Sm90Skinny8x16),
+        (9, 1024, 1024, Kernel::Sm90Skinny16x16),
+        (16, 768, 3072, Kernel::Sm90Skinny16x16),
+    ] {
+        for (r, build) in [(Nearest, 0), (Truncate, 1), (Tf32x3, 2)] {
+            let p = auto(&H200(), r, m, n, k);
+            let want = Kernel::ALL[kernel.index() + build];
+            assert_eq!(
+                (
+                    p.kernel,
+                    p.precision,
+                    p.round_on_load,
+                    p.repack_x,
+                    p.repack_w
+                ),
+                (want, r, false, false, false),
+                "{m}×{n}×{k} {r:?}"
+            );
+            assert_eq!(
+                (p.stream_k_tiles, p.workspace_len(), p.smem_bytes, p.block),
+                (0, 0, want.smem_bytes(), want.threads())
+            );
+            assert_eq!(
+                p.grid,
+                p.cluster * n.div_ceil(16) as u32,
+                "one cluster per 16 rows of W"
+            );
+        }
+    }
+    // The split: 48 clusters of 16 rows × 3 CTAs fill 132 SMs.
+    assert_eq!(auto(&H200(), Nearest, 1, 768, 3072).cluster, 3);
+    // Past the limits: the TMA kernels.
+    for (m, n, k) in [(17, 768, 3072), (9, 4096, 4096), (1, 8192, 4096)] {
+        assert_eq!(
+            auto(&H200(), Nearest, m, n, k).kernel.family(),
+            Family::TmaWgmma,
+            "{m}×{n}×{k}"
+        );
+    }
+    // Not on sm_80, and not on operands it would have to repack (unaligned X: the scalar mma.sync
+    // kernel, as before; with a workspace, still no skinny plan).
+    assert_eq!(
+        auto(&A100(), Nearest, 1, 768, 3072).kernel,
+        Kernel::Sm80Mma64x64Vec4
+    );
+    for ws in [0, usize::MAX] {
+        let p = select_kernel(
+            &H200(),
+            Dispatch::Auto,
+            Nearest,
+            shape(1, 768, 3072),
+            (ALIGNED + 4, 3072),
+            a(3072),
+            ws,
+        )
+        .unwrap();
+        assert_ne!(p.kernel.family(), Family::Skinny, "{p:?}");
+    }
+    // A prepared W rounded: read as it is. A split one (Tf32x3 on sm_90): the TMA kernel.
+    let p = select_prepared(
+        &H200(),
+        Dispatch::Auto,
+        Nearest,
+        shape(1, 768, 3072),
+        a(3072),
+        0,
+    )
+    .unwrap();
+    assert_eq!((p.kernel, p.precision), (Kernel::Sm90Skinny8x16, Nearest));
+    let p = select_prepared(
+        &H200(),
+        Dispatch::Auto,
+        Tf32x3,
+        shape(1, 768, 3072),
+        a(3072),
+        0,
+    )
+    .unwrap();
+    assert_eq!(
+        (p.kernel, p.precision),
+        (Kernel::Sm90Pingpong64x128Tf32x3, Tf32x3)
+    );
+    // Forced: M beyond the tile is refused with the reason; sm_80 cannot run it.
+    let e = select(
+        &H200(),
+        Dispatch::Force(Kernel::Sm90Skinny8x16),
+        shape(9, 64, 64),
+        a(64),
+        a(64),
+        0,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("at most 8"), "{e}");
+    let e = select(
+        &A100(),
+        Dispatch::Force(Kernel::Sm90Skinny16x16),
+        shape(1, 64, 64),
+        a(64),
+        a(64),
+        0,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("sm_90"), "{e}");
+    let e = select_prepared(
+        &H200(),
+        Dispatch::Force(Kernel::Sm90Skinny8x16Tf32x3),
+        Tf32x3,
+        shape(1, 64, 64),
+        a(64),
+        0,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("split"), "{e}");
 }

@@ -85,6 +85,23 @@ pub(crate) fn launch(kernels: &LoadedKernels, stream: &CudaStream, plan: &Plan, 
             // caller's guards keep them alive and ordered on `stream`.
             unsafe { launch.launch(cfg) }?;
         }
+        Family::Skinny if plan.cluster == 1 => {
+            let mut launch = stream.launch_builder(function);
+            launch.arg(&problem);
+            // SAFETY: `problem` matches the kernel's `const GeProblem` parameter (bindgen); its
+            // pointers are live, validated device buffers of this context (X with at most the
+            // tile's rows: select() checked M), ordered on `stream` by the caller's guards; a
+            // one-CTA cluster is what a plain launch runs on sm_90; load() raised the function's
+            // shared memory limit to `plan.smem_bytes`.
+            unsafe { launch.launch(cfg) }?;
+        }
+        Family::Skinny => {
+            // SAFETY: as above; the grid is `plan.cluster` CTAs per 16 rows of W, a whole number
+            // of clusters of at most GE_SKINNY_MAX_SPLIT (portable) CTAs.
+            unsafe {
+                launch::launch_clustered(stream, function, cfg, (plan.cluster, 1, 1), &problem)
+            }?;
+        }
         Family::TmaWgmma => {
             let spec = plan.kernel.spec();
             let x_box_rows = x_box_rows(shape.m, spec.tile_m);

@@ -9,6 +9,7 @@ mod plan;
 mod proptests;
 mod raw;
 mod shape;
+mod skinny;
 mod stream_k;
 #[cfg(test)]
 mod test_devices;

@@ -218,7 +218,16 @@ fn check_plan(c: &Case) -> Result<(), TestCaseError> {
     // 2. The launch shape.
     prop_assert!(plan.grid > 0);
     prop_assert!(plan.grid <= i32::MAX as u32);
-    prop_assert_eq!(plan.cluster, k.cluster_m());
+    // A skinny kernel's cluster is its split of K (gemm::skinny); every other kernel's, the table's.
+    if k.family() == Family::Skinny {
+        prop_assert!((1..=crate::sys::GE_SKINNY_MAX_SPLIT).contains(&plan.cluster));
+        prop_assert!(
+            s.m <= k.max_m().unwrap_or(0) as usize,
+            "a skinny kernel on more rows of X than its tile"
+        );
+    } else {
+        prop_assert_eq!(plan.cluster, k.cluster_m());
+    }
     prop_assert_eq!(plan.grid % plan.cluster, 0);
     prop_assert_eq!(plan.block, k.threads());
     prop_assert_eq!(plan.smem_bytes, k.smem_bytes());
@@ -226,6 +235,14 @@ fn check_plan(c: &Case) -> Result<(), TestCaseError> {
     match k.family() {
         // Persistent: at most a wave of CTAs (clusters).
         Family::TmaWgmma => prop_assert!(plan.grid / plan.cluster <= dev.occ.wave(&dev.info, k)),
+        // One cluster per 16 rows of W, no stream-K.
+        Family::Skinny => {
+            prop_assert_eq!(
+                plan.grid as u64,
+                plan.cluster as u64 * (s.n as u64).div_ceil(16)
+            );
+            prop_assert_eq!((plan.stream_k_tiles, plan.stream_k_ctas), (0, 0));
+        }
         // One CTA per whole tile, then the stream-K CTAs.
         Family::MmaSync => prop_assert_eq!(
             plan.grid as u64,

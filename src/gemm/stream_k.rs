@@ -71,7 +71,8 @@ pub(crate) fn partial_tile_len(kernel: Kernel) -> usize {
 ///   CTAs, so that the last wave does not keep a few SMs busy while the rest idle.
 pub(crate) fn plan(device: &DeviceInfo, occupancy: &Occupancy, kernel: Kernel, s: Shape, room: usize) -> Option<StreamK> {
     let spec = kernel.spec();
-    if s.k == 0 {
+    // A skinny kernel splits K inside its clusters, with no workspace (gemm::skinny).
+    if s.k == 0 || spec.family == Family::Skinny {
         return None;
     }
     let wave = occupancy.wave(device, kernel) as u64;

@@ -15,6 +15,11 @@ pub enum Family {
     /// TMA loads + warp-specialised persistent `wgmma` TF32 (sm_90 only; operands with 16-byte
     /// rows). `csrc/sm90/`.
     TmaWgmma,
+    /// Decoding-size X (M ≤ the tile's 8 or 16 rows): W streamed once through per-lane
+    /// `cp.async` rings into `mma.sync.m16n8k8` (W as the A operand), K split over a
+    /// thread-block cluster whose CTAs add their sums through distributed shared memory (sm_90
+    /// only; operands with 16-byte rows). Memory-bound by design. `csrc/skinny/`.
+    Skinny,
 }
 
 /// What a call computes its products with (docs/EPILOGUE.md): how the fp32 operands become TF32
@@ -50,6 +55,8 @@ pub(crate) enum Schedule {
     Pingpong,
     /// wgmma, persistent: both consumer warpgroups on every tile, half its rows each.
     Cooperative,
+    /// mma.sync on 16 rows of W per CTA against all of X, K split over a cluster.
+    Skinny,
 }
 
 /// How the operands travel from global to shared memory.
@@ -129,6 +136,26 @@ const fn wgmma(name: &'static str, schedule: Schedule, c: [u32; 6], cluster_m: u
         access: Access::AlignedRows,
         precision,
         cluster_m,
+    }
+}
+
+/// A skinny configuration (the six numbers of a `GE_SKINNY_*` block), launched in clusters of as
+/// many CTAs as the plan splits K into ([`crate::Plan::cluster`]).
+const fn skinny(name: &'static str, c: [u32; 6], precision: Precision) -> Spec {
+    let [tile_m, tile_n, tile_k, stages, threads, smem_bytes] = c;
+    Spec {
+        name,
+        family: Family::Skinny,
+        schedule: Schedule::Skinny,
+        tile_m,
+        tile_n,
+        tile_k,
+        stages,
+        threads,
+        smem_bytes,
+        access: Access::AlignedRows,
+        precision,
+        cluster_m: 1,
     }
 }
 
@@ -258,6 +285,22 @@ kernel_table! {
     /// The ping-pong kernel of [`Precision::Tf32x3`], 64×128×32 tiles (each consumer a whole
     /// tile), 4 stages: small M.
     Sm90Pingpong64x128Tf32x3 => wgmma("ge_sm90_pingpong_64x128x32_s4_x3", Schedule::Pingpong, [GE_SM90_PINGPONG_64X128_X3_TILE_M, GE_SM90_PINGPONG_64X128_X3_TILE_N, GE_SM90_PINGPONG_64X128_X3_TILE_K, GE_SM90_PINGPONG_64X128_X3_STAGES, GE_SM90_PINGPONG_64X128_X3_THREADS, GE_SM90_PINGPONG_64X128_X3_SMEM_BYTES], 1, Precision::Tf32x3);
+    /// Skinny, X rows 0..8 against 16 rows of W per CTA, 8 warps each with a 4-step ring of
+    /// 32-wide k-steps (sm_90, M ≤ 8): operands rounded to nearest in registers. Auto's kernel
+    /// for M ≤ 8 while W is at most 2²⁴ elements (docs/TILING.md, "Skinny").
+    Sm90Skinny8x16 => skinny("ge_sm90_skinny_8x16x32_s4", [GE_SKINNY_8X16_TILE_M, GE_SKINNY_8X16_TILE_N, GE_SKINNY_8X16_TILE_K, GE_SKINNY_8X16_STAGES, GE_SKINNY_8X16_THREADS, GE_SKINNY_8X16_SMEM_BYTES], Precision::Tf32);
+    /// [`Kernel::Sm90Skinny8x16`] passing fp32 bits to the tensor cores ([`Precision::Tf32Truncated`]).
+    Sm90Skinny8x16Trunc => skinny("ge_sm90_skinny_8x16x32_s4_trunc", [GE_SKINNY_8X16_TILE_M, GE_SKINNY_8X16_TILE_N, GE_SKINNY_8X16_TILE_K, GE_SKINNY_8X16_STAGES, GE_SKINNY_8X16_THREADS, GE_SKINNY_8X16_SMEM_BYTES], Precision::Tf32Truncated);
+    /// [`Kernel::Sm90Skinny8x16`] in [`Precision::Tf32x3`]: both operands split in registers,
+    /// three `mma.sync` per product; a raw or rounded W (not a split prepared weight).
+    Sm90Skinny8x16Tf32x3 => skinny("ge_sm90_skinny_8x16x32_s4_x3", [GE_SKINNY_8X16_TILE_M, GE_SKINNY_8X16_TILE_N, GE_SKINNY_8X16_TILE_K, GE_SKINNY_8X16_STAGES, GE_SKINNY_8X16_THREADS, GE_SKINNY_8X16_SMEM_BYTES], Precision::Tf32x3);
+    /// Skinny, X rows 0..16, 4 warps (sm_90, M ≤ 16): Auto's kernel for 8 < M ≤ 16 while W is
+    /// at most 2²² elements.
+    Sm90Skinny16x16 => skinny("ge_sm90_skinny_16x16x32_s4", [GE_SKINNY_16X16_TILE_M, GE_SKINNY_16X16_TILE_N, GE_SKINNY_16X16_TILE_K, GE_SKINNY_16X16_STAGES, GE_SKINNY_16X16_THREADS, GE_SKINNY_16X16_SMEM_BYTES], Precision::Tf32);
+    /// [`Kernel::Sm90Skinny16x16`] passing fp32 bits to the tensor cores ([`Precision::Tf32Truncated`]).
+    Sm90Skinny16x16Trunc => skinny("ge_sm90_skinny_16x16x32_s4_trunc", [GE_SKINNY_16X16_TILE_M, GE_SKINNY_16X16_TILE_N, GE_SKINNY_16X16_TILE_K, GE_SKINNY_16X16_STAGES, GE_SKINNY_16X16_THREADS, GE_SKINNY_16X16_SMEM_BYTES], Precision::Tf32Truncated);
+    /// [`Kernel::Sm90Skinny16x16`] in [`Precision::Tf32x3`].
+    Sm90Skinny16x16Tf32x3 => skinny("ge_sm90_skinny_16x16x32_s4_x3", [GE_SKINNY_16X16_TILE_M, GE_SKINNY_16X16_TILE_N, GE_SKINNY_16X16_TILE_K, GE_SKINNY_16X16_STAGES, GE_SKINNY_16X16_THREADS, GE_SKINNY_16X16_SMEM_BYTES], Precision::Tf32x3);
 }
 
 impl Kernel {
@@ -345,6 +388,16 @@ impl Kernel {
         matches!((s.family, s.precision), (Family::TmaWgmma, Precision::Tf32x3))
     }
 
+    /// The most rows of X (M) a call of this kernel may have: the tile's rows for a
+    /// [`Family::Skinny`] kernel, which holds all of X in one tile; `None` (any M) for the others.
+    pub const fn max_m(self) -> Option<u32> {
+        let s = self.spec();
+        match s.family {
+            Family::Skinny => Some(s.tile_m),
+            _ => None,
+        }
+    }
+
     /// Whether the kernel reads operand rows 16 bytes at a time (or through TMA): it then needs
     /// K % 4 == 0, 16-byte-aligned `x` and `w` and leading dimensions that are multiples of 4,
     /// or a workspace to repack the operands into.
@@ -371,10 +424,11 @@ mod tests {
             Schedule::Mma => "mma",
             Schedule::Pingpong => "pingpong",
             Schedule::Cooperative => "cooperative",
+            Schedule::Skinny => "skinny",
         };
         let arch = match s.family {
             Family::MmaSync => "sm80",
-            Family::TmaWgmma => "sm90",
+            Family::TmaWgmma | Family::Skinny => "sm90",
         };
         let mut name = format!("ge_{arch}_{schedule}_{}x{}x{}_s{}", s.tile_m, s.tile_n, s.tile_k, s.stages);
         if s.family == Family::MmaSync {
@@ -434,6 +488,20 @@ mod tests {
                     assert!(s.out_box_rows() * GE_SM90_STORE_BOX_COLS * 4 <= GE_SM90_EPILOGUE_SMEM_BYTES / 2, "{k}");
                     assert!(s.access == Access::AlignedRows, "{k}");
                 }
+                Family::Skinny => {
+                    // Each lane's ring: per step, 16-byte slots for two W rows and one X row per
+                    // 8 rows of the tile, per 16 k; whole n8 fragments of X, one m16 of W.
+                    assert_eq!(
+                        s.smem_bytes,
+                        s.stages * s.threads * (s.tile_k / 16) * (2 + s.tile_m / 8) * 16,
+                        "{k}"
+                    );
+                    assert!(
+                        s.tile_m % 8 == 0 && s.tile_n == 16 && s.access == Access::AlignedRows,
+                        "{k}"
+                    );
+                    assert_eq!(k.max_m(), Some(s.tile_m), "{k}");
+                }
             }
         }
         // Every cluster kernel has the same block, smem and cluster shape: load() asks the
@@ -446,5 +514,7 @@ mod tests {
         assert_eq!(Kernel::Sm90Cooperative128x256Cluster2Trunc.spec().w_box_rows(), 128);
         assert_eq!(Kernel::Sm90Cooperative128x256Trunc.spec().out_box_rows(), 64);
         assert_eq!(Kernel::Sm80Mma64x64Vec4.tile(), (64, 64, 32));
+        assert_eq!(Kernel::Sm90Skinny8x16.tile(), (8, 16, 32));
+        assert_eq!(Kernel::Sm80Mma64x64Vec4.max_m(), None);
     }
 }

@@ -38,12 +38,14 @@ impl Occupancy {
 
     /// A wave of `kernel` on `device`: what runs at once. One CTA per SM for the persistent
     /// sm_90 kernels (counted in clusters for the cluster kernels), the resident CTAs for
-    /// mma.sync.
+    /// mma.sync and skinny.
     pub fn wave(&self, device: &DeviceInfo, kernel: Kernel) -> u32 {
         match kernel.family() {
             Family::TmaWgmma if kernel.cluster_m() > 1 => self.max_active_clusters,
             Family::TmaWgmma => device.sm_count,
-            Family::MmaSync => device.sm_count * self.ctas_per_sm[kernel.index()].max(1),
+            Family::MmaSync | Family::Skinny => {
+                device.sm_count * self.ctas_per_sm[kernel.index()].max(1)
+            }
         }
     }
 }
@@ -54,6 +56,11 @@ pub(crate) fn unsupported(kernel: Kernel, device: &DeviceInfo, occupancy: &Occup
     let spec = kernel.spec();
     if spec.family == Family::TmaWgmma && !device.is_hopper() {
         return Some("the TMA + wgmma kernels are built for sm_90a and need an sm_90 device");
+    }
+    if spec.family == Family::Skinny && !device.is_hopper() {
+        return Some(
+            "the skinny kernels split K over thread-block clusters and need an sm_90 device",
+        );
     }
     if spec.smem_bytes > device.max_smem_per_block {
         return Some("the device has too little shared memory per block for this tile");
@@ -158,6 +165,9 @@ mod tests {
         // The plain kernels do not care.
         assert_eq!(unsupported(Kernel::Sm90Pingpong128x128Trunc, &H200, &Occupancy::NONE), None);
         assert!(unsupported(Kernel::Sm90Pingpong128x128Cluster2Trunc, &A100, &fits).expect("refused").contains("sm_90"));
+        // The skinny kernels' clusters are the plan's, not the table's: sm_90 is all they need.
+        assert_eq!(unsupported(Kernel::Sm90Skinny8x16, &H200, &Occupancy::NONE), None);
+        assert!(unsupported(Kernel::Sm90Skinny8x16, &A100, &fits).expect("refused").contains("sm_90"));
     }
 
     #[test]

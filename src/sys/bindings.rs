@@ -71,6 +71,19 @@ pub const GE_SM90_PINGPONG_64X128_X3_TILE_K: u32 = 32;
 pub const GE_SM90_PINGPONG_64X128_X3_STAGES: u32 = 4;
 pub const GE_SM90_PINGPONG_64X128_X3_THREADS: u32 = 384;
 pub const GE_SM90_PINGPONG_64X128_X3_SMEM_BYTES: u32 = 198656;
+pub const GE_SKINNY_8X16_TILE_M: u32 = 8;
+pub const GE_SKINNY_8X16_TILE_N: u32 = 16;
+pub const GE_SKINNY_8X16_TILE_K: u32 = 32;
+pub const GE_SKINNY_8X16_STAGES: u32 = 4;
+pub const GE_SKINNY_8X16_THREADS: u32 = 256;
+pub const GE_SKINNY_8X16_SMEM_BYTES: u32 = 98304;
+pub const GE_SKINNY_16X16_TILE_M: u32 = 16;
+pub const GE_SKINNY_16X16_TILE_N: u32 = 16;
+pub const GE_SKINNY_16X16_TILE_K: u32 = 32;
+pub const GE_SKINNY_16X16_STAGES: u32 = 4;
+pub const GE_SKINNY_16X16_THREADS: u32 = 128;
+pub const GE_SKINNY_16X16_SMEM_BYTES: u32 = 65536;
+pub const GE_SKINNY_MAX_SPLIT: u32 = 8;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct GeProblem {

@@ -25,6 +25,8 @@ pub const REPACK_MIN_MACS: u64 = 1 << 27;
 /// - a kernel runs only where the device can run it, `FusedGemm::wave(kernel) > 0` (never a
 ///   [`Family::TmaWgmma`] kernel off sm_90: asserted here);
 /// - a [`Family::TmaWgmma`] kernel refuses K = 0 (TMA cannot describe an empty row);
+/// - a kernel with a [`Kernel::max_m`] (the [`Family::Skinny`] kernels, which hold all of X in
+///   one tile) refuses more rows of X than that;
 /// - a kernel that [`Kernel::needs_aligned_rows`] refuses operands whose rows are not 16-byte
 ///   aligned ([`Case::rows_aligned`], which for a prepared W means K % 4 == 0), unless the call
 ///   has a workspace to repack them into (which needs K > 0);
@@ -52,7 +54,8 @@ pub fn specified_to_accept(g: &Gpu, case: &Case, kernel: Kernel) -> bool {
     };
     // The mma.sync Tf32x3 kernels split a raw W themselves; a split weight is not one.
     let split_ok = !(kernel.precision() == Precision::Tf32x3 && !kernel.needs_split_w() && form == WForm::Split && case.k > 0);
-    runs_here && !(tma && case.k == 0) && rows_ok && w_ok && split_ok
+    let m_ok = kernel.max_m().is_none_or(|rows| case.m <= rows as usize);
+    runs_here && !(tma && case.k == 0) && rows_ok && w_ok && split_ok && m_ok
 }
 
 /// The form of W's values in a case: as the caller has it, or as `prepare_weight` makes it for
@@ -142,7 +145,9 @@ pub fn refusal(g: &Gpu, case: &Case, kernel: Kernel) -> Option<String> {
 /// Auto, stated with public facts:
 /// - the launch is the kernel's: `cluster`, `block` and `smem_bytes` from [`Kernel::cluster_m`],
 ///   [`Kernel::threads`] and [`Kernel::smem_bytes`], a grid of whole clusters; no stream-K
-///   and no repack without a workspace;
+///   and no repack without a workspace. A [`Family::Skinny`] kernel's cluster is its split of
+///   K, 1 to 8 CTAs (portable clusters), and its grid one cluster per 16 rows of W, on at most
+///   [`Kernel::max_m`] rows of X, never with stream-K;
 /// - repacks, exactly: X is repacked iff the kernel [`Kernel::needs_aligned_rows`] and X's rows
 ///   are not aligned; W is repacked iff the kernel needs aligned rows and W's are not (a prepared
 ///   W's are when K % 4 == 0), or the kernel [`Kernel::needs_rounded_w`] and W is not a prepared
@@ -168,7 +173,8 @@ pub fn refusal(g: &Gpu, case: &Case, kernel: Kernel) -> Option<String> {
 /// - on sm_90, with `Tf32` or `Tf32Truncated` asked, operands TMA can read — directly
 ///   ([`Case::tma_ok`]), or repacked into a workspace (K > 0 and at least [`REPACK_MIN_MACS`]
 ///   multiply-adds, or as the plan shows) — run a [`Family::TmaWgmma`] kernel fed from shared
-///   memory, raw W or prepared (the TMA rounds on load for `Tf32`).
+///   memory, raw W or prepared (the TMA rounds on load for `Tf32`), or, for decoding sizes
+///   (M ≤ 16), a [`Family::Skinny`] kernel on operands with 16-byte rows, nothing repacked.
 pub fn assert_plan_keeps_the_contract(g: &Gpu, case: &Case, p: &Plan) {
     let k = p.kernel;
     let asked = case.effective_precision(&g.gemm);
@@ -179,8 +185,16 @@ pub fn assert_plan_keeps_the_contract(g: &Gpu, case: &Case, p: &Plan) {
         case.prepared_w,
         g.is_hopper()
     );
-    // The launch shape is the kernel's.
-    assert_eq!((p.cluster, p.block, p.smem_bytes), (k.cluster_m(), k.threads(), k.smem_bytes()), "launch shape of {ctx}");
+    // The launch shape is the kernel's (a skinny kernel's cluster: its split of K).
+    if k.family() == Family::Skinny {
+        assert!((1..=8).contains(&p.cluster), "a skinny kernel's split of K: {ctx}");
+        assert_eq!(p.grid as usize, p.cluster as usize * case.n.div_ceil(16), "one cluster per 16 rows of W: {ctx}");
+        assert!(case.m <= k.max_m().expect("a skinny kernel's rows") as usize, "{ctx}");
+        assert_eq!((p.stream_k_tiles, p.stream_k_ctas), (0, 0), "a skinny kernel splits K in its clusters: {ctx}");
+        assert_eq!((p.block, p.smem_bytes), (k.threads(), k.smem_bytes()), "launch shape of {ctx}");
+    } else {
+        assert_eq!((p.cluster, p.block, p.smem_bytes), (k.cluster_m(), k.threads(), k.smem_bytes()), "launch shape of {ctx}");
+    }
     assert!(p.grid > 0 && p.grid % p.cluster == 0, "grid of {ctx}");
     if !case.workspace {
         assert!(!p.repack_x && !p.repack_w, "repacked without a workspace: {ctx}");
@@ -256,6 +270,12 @@ pub fn assert_plan_keeps_the_contract(g: &Gpu, case: &Case, p: &Plan) {
             let repack_pays = case.workspace && case.k > 0 && case.macs() >= REPACK_MIN_MACS;
             let tma_readable = case.tma_ok() || repack_pays || p.repack_x || p.repack_w;
             match asked {
+                _ if k.family() == Family::Skinny => {
+                    assert!(
+                        case.m <= 16 && case.rows_aligned() && !p.repack_x && !p.repack_w,
+                        "Auto's skinny kernel on operands it reads as they are: {ctx}"
+                    );
+                }
                 Precision::Tf32Truncated | Precision::Tf32 if tma_readable => {
                     assert_eq!(k.family(), Family::TmaWgmma, "Auto on sm_90, {asked:?} asked, operands TMA can read: {ctx}");
                     assert!(k.can_round_on_load(), "Auto on sm_90, {asked:?}: the kernels fed from shared memory: {ctx}");
