@@ -131,7 +131,8 @@ fn preference(size: Size, aligned_rows: bool, precision: Precision) -> &'static 
 
 /// Most elements of W (N·K) for which Auto runs a skinny kernel, by the X rows it holds: up to
 /// 2²⁴ (64 MiB) for M ≤ 8 and 2²² for M ≤ 16. Beyond them the TMA kernels stream W faster
-/// (docs/BENCHMARKS.md, "Skinny"): the skinny kernels' gain is latency, on a W that fits in L2.
+/// (docs/BENCHMARKS.md, "Decoding sizes: the skinny kernels"): the skinny kernels' gain is
+/// latency, on a W that fits in L2.
 const SKINNY_MAX_W: [(usize, u64); 2] = [(8, 1 << 24), (16, 1 << 22)];
 
 /// Auto's skinny kernel for a call, tried before [`preference`]'s (sm_90, M ≤ 16, a W small

@@ -9,14 +9,15 @@ use crate::kernels::catalogue::Family;
 use crate::kernels::Kernel;
 
 /// Least k-steps per warp for which splitting K further is worth another CTA: with fewer, a
-/// warp's ring has nothing to overlap (docs/BENCHMARKS.md, "Skinny").
+/// warp's ring has nothing to overlap (docs/BENCHMARKS.md, "Decoding sizes: the skinny
+/// kernels").
 const MIN_STEPS_PER_WARP: u64 = 2;
 
 /// CTAs per cluster for `kernel` on `s`: enough clusters × CTAs to give every SM one CTA, at
 /// most [`crate::sys::GE_SKINNY_MAX_SPLIT`], and no more than leaves every warp
 /// `MIN_STEPS_PER_WARP` k-steps; at least 1. (W is streamed once, so beyond one CTA per SM a
-/// split only adds partial sums: the proto sweep of docs/BENCHMARKS.md measured every larger
-/// split slower.)
+/// split only adds partial sums: docs/BENCHMARKS.md, "Decoding sizes: the skinny kernels",
+/// measured every larger split slower.)
 pub(crate) fn split(device: &DeviceInfo, kernel: Kernel, s: Shape) -> u32 {
     let spec = kernel.spec();
     debug_assert_eq!(spec.family, Family::Skinny);
