@@ -28,7 +28,7 @@ struct KernelConfig {
 
     static constexpr int THREADS = 32 * WARPS;
     static constexpr int X_FRAGS = TILE_M / INST_M;  // n8 B fragments (8 rows of X each)
-    static constexpr int LOADS = TILE_K / 16;        // 16-byte loads per lane per row and step
+    static constexpr int LOADS = TILE_K / 16;        // 16-byte copies per lane per row and step
     static constexpr int TILE_ELEMS = TILE_M * TILE_N;
     // 16-byte slots per lane and stage: LOADS x (2 W rows + X_FRAGS X rows).
     static constexpr int SLOTS = LOADS * (2 + X_FRAGS);
@@ -39,7 +39,7 @@ struct KernelConfig {
 
     static_assert(TILE_N == INST_N, "one m16 A fragment of W rows per CTA");
     static_assert(TILE_M % INST_M == 0 && TILE_M > 0, "whole n8 fragments of X rows");
-    static_assert(TILE_K % 16 == 0, "a quad of lanes covers 16 k per load");
+    static_assert(TILE_K % 16 == 0, "a quad of lanes covers 16 k per copy");
     static_assert(STAGES >= 2, "a ring of at least two steps");
 };
 

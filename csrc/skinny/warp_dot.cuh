@@ -48,10 +48,11 @@ struct WarpDot {
             for (int e = 0; e < 4; ++e) acc[f][e] = 0.0f;
     }
 
-    // Copies the step at k0 (W rows n0 .. n0+15, every row of X) asynchronously into this lane's own 16-byte slots of a stage
-    // (slot i at stage + (i * 32 + lane) * 16: a warp's 32 lanes fill 512 contiguous bytes, so
-    // reading them back is conflict-free); what lies past n, m or k is zero-filled. Only this
-    // lane reads its slots back, so its own cp.async.wait_group orders them: no barrier.
+    // Copies the step at k0 (W rows n0 .. n0+15, every row of X) asynchronously into this lane's
+    // own 16-byte slots of a stage (slot i at stage + (i * 32 + lane) * 16: a warp's 32 lanes
+    // fill 512 contiguous bytes, so reading them back is conflict-free); what lies past n, m or
+    // k is zero-filled. Only this lane reads its slots back, so its own cp.async.wait_group
+    // orders them: no barrier.
     __device__ __forceinline__ static void copy(uint32_t stage, const GeProblem &p, int n0, int k0, int lane) {
         const int g = lane / 4, t = lane % 4;
 #pragma unroll
