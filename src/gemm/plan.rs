@@ -12,8 +12,10 @@ pub struct Plan {
     pub kernel: Kernel,
     /// CTAs launched (1-D grid; a multiple of `cluster`).
     pub grid: u32,
-    /// CTAs per thread-block cluster, along M: 1 for a plain launch, 2 for the `Cluster2`
-    /// kernels (launched with a cluster-dimension attribute).
+    /// CTAs per thread-block cluster: 1 for a plain launch, 2 (along M) for the `Cluster2`
+    /// kernels, and for a [`crate::Family::Skinny`] kernel the number of CTAs that split K for
+    /// each 16 columns of `out` (1 to 8; more than 1 is launched with a cluster-dimension
+    /// attribute, as the `Cluster2` kernels are).
     pub cluster: u32,
     /// Threads per CTA.
     pub block: u32,
