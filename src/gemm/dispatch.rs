@@ -140,12 +140,7 @@ const SKINNY_MAX_W: [(usize, u64); 2] = [(8, 1 << 24), (16, 1 << 22)];
 fn skinny_preference(s: Shape, device: &DeviceInfo, precision: Precision) -> &'static [Kernel] {
     use Kernel::*;
     let w = (s.n as u64).saturating_mul(s.k as u64);
-    let Some(&(rows, _)) = SKINNY_MAX_W
-        .iter()
-        .find(|&&(rows, max_w)| s.m <= rows && w <= max_w)
-    else {
-        return &[];
-    };
+    let Some(&(rows, _)) = SKINNY_MAX_W.iter().find(|&&(rows, max_w)| s.m <= rows && w <= max_w) else { return &[] };
     if !device.is_hopper() {
         return &[];
     }
@@ -230,9 +225,7 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
             };
             // A skinny kernel only on operands it reads as they are: a repack would move all of W
             // once more, which is all the kernel's time.
-            let skinny = skinny_preference(s, device, policy.precision)
-                .iter()
-                .filter(|&&k| repacks(k) == (false, false));
+            let skinny = skinny_preference(s, device, policy.precision).iter().filter(|&&k| repacks(k) == (false, false));
             *skinny
                 .chain(preferred)
                 .find(|k| refusal(**k).is_none() && cheap(**k))

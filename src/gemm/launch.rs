@@ -98,9 +98,7 @@ pub(crate) fn launch(kernels: &LoadedKernels, stream: &CudaStream, plan: &Plan, 
         Family::Skinny => {
             // SAFETY: as above; the grid is `plan.cluster` CTAs per 16 rows of W, a whole number
             // of clusters of at most GE_SKINNY_MAX_SPLIT (portable) CTAs.
-            unsafe {
-                launch::launch_clustered(stream, function, cfg, (plan.cluster, 1, 1), &problem)
-            }?;
+            unsafe { launch::launch_clustered(stream, function, cfg, (plan.cluster, 1, 1), &problem) }?;
         }
         Family::TmaWgmma => {
             let spec = plan.kernel.spec();

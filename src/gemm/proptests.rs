@@ -221,10 +221,7 @@ fn check_plan(c: &Case) -> Result<(), TestCaseError> {
     // A skinny kernel's cluster is its split of K (gemm::skinny); every other kernel's, the table's.
     if k.family() == Family::Skinny {
         prop_assert!((1..=crate::sys::GE_SKINNY_MAX_SPLIT).contains(&plan.cluster));
-        prop_assert!(
-            s.m <= k.max_m().unwrap_or(0) as usize,
-            "a skinny kernel on more rows of X than its tile"
-        );
+        prop_assert!(s.m <= k.max_m().unwrap_or(0) as usize, "a skinny kernel on more rows of X than its tile");
     } else {
         prop_assert_eq!(plan.cluster, k.cluster_m());
     }
@@ -237,10 +234,7 @@ fn check_plan(c: &Case) -> Result<(), TestCaseError> {
         Family::TmaWgmma => prop_assert!(plan.grid / plan.cluster <= dev.occ.wave(&dev.info, k)),
         // One cluster per 16 rows of W, no stream-K.
         Family::Skinny => {
-            prop_assert_eq!(
-                plan.grid as u64,
-                plan.cluster as u64 * (s.n as u64).div_ceil(16)
-            );
+            prop_assert_eq!(plan.grid as u64, plan.cluster as u64 * (s.n as u64).div_ceil(16));
             prop_assert_eq!((plan.stream_k_tiles, plan.stream_k_ctas), (0, 0));
         }
         // One CTA per whole tile, then the stream-K CTAs.

@@ -143,20 +143,7 @@ const fn wgmma(name: &'static str, schedule: Schedule, c: [u32; 6], cluster_m: u
 /// many CTAs as the plan splits K into ([`crate::Plan::cluster`]).
 const fn skinny(name: &'static str, c: [u32; 6], precision: Precision) -> Spec {
     let [tile_m, tile_n, tile_k, stages, threads, smem_bytes] = c;
-    Spec {
-        name,
-        family: Family::Skinny,
-        schedule: Schedule::Skinny,
-        tile_m,
-        tile_n,
-        tile_k,
-        stages,
-        threads,
-        smem_bytes,
-        access: Access::AlignedRows,
-        precision,
-        cluster_m: 1,
-    }
+    Spec { name, family: Family::Skinny, schedule: Schedule::Skinny, tile_m, tile_n, tile_k, stages, threads, smem_bytes, access: Access::AlignedRows, precision, cluster_m: 1 }
 }
 
 /// The table: `Variant => spec;`, with the variant's doc comment. Generates [`Kernel`],
