@@ -311,29 +311,14 @@ fn prepare_weight_rounds_to_nearest_ties_away() {
 /// to a split of 8 (64 × 16384) and none (4096 columns).
 #[test]
 fn skinny_register_rounding() {
-    let Some(g) = common::hopper_gpu("the skinny kernels") else {
-        return;
-    };
+    let Some(g) = common::hopper_gpu("the skinny kernels") else { return };
     let mut rng = common::rng("skinny_register_rounding");
     let truncating = g.gemm.with_precision(Precision::Tf32Truncated);
-    for kernel in Kernel::ALL
-        .into_iter()
-        .filter(|k| k.family() == Family::Skinny && k.precision() == Precision::Tf32)
-    {
-        let twin = common::trunc_twin(kernel)
-            .unwrap_or_else(|| panic!("{kernel:?} has no truncating twin"));
-        let (kg, tg) = (
-            g.gemm.with_dispatch(Dispatch::Force(kernel)),
-            truncating.with_dispatch(Dispatch::Force(twin)),
-        );
+    for kernel in Kernel::ALL.into_iter().filter(|k| k.family() == Family::Skinny && k.precision() == Precision::Tf32) {
+        let twin = common::trunc_twin(kernel).unwrap_or_else(|| panic!("{kernel:?} has no truncating twin"));
+        let (kg, tg) = (g.gemm.with_dispatch(Dispatch::Force(kernel)), truncating.with_dispatch(Dispatch::Force(twin)));
         let rows = kernel.max_m().expect("a skinny kernel's rows") as usize;
-        let shapes = [
-            p(1, 1, 4, Sched::Any),
-            p(rows, 33, 1024, Sched::Any),
-            p(rows / 2 + 1, 768, 3072, Sched::Any),
-            p(1, 64, 16384, Sched::Any),
-            p(rows, 4096, 1028, Sched::Any),
-        ];
+        let shapes = [p(1, 1, 4, Sched::Any), p(rows, 33, 1024, Sched::Any), p(rows / 2 + 1, 768, 3072, Sched::Any), p(1, 64, 16384, Sched::Any), p(rows, 4096, 1028, Sched::Any)];
         let mut splits = std::collections::BTreeSet::new();
         for (i, pb) in shapes.iter().enumerate() {
             let (m, n, k) = (pb.m, pb.n, pb.k);
@@ -344,45 +329,14 @@ fn skinny_register_rounding() {
             let (x, w, xr, wr) = (up(&h.x), up(&h.w), up(&xr), up(&wr));
             let b = h.b.as_deref().map(up);
             let what = format!("{kernel:?} on (X, W) vs {twin:?} on (rna(X), rna(W)), {m}x{n}x{k}, ldo {}, scale {}", h.ldo, h.scale);
-            let (pk, ok) = run(
-                &g,
-                &kg,
-                &x,
-                &MatrixRef::from_slice(&w, n, k),
-                b.as_ref(),
-                (m, n, k),
-                h.scale,
-                h.ldo,
-                None,
-            );
-            let (pt, ot) = run(
-                &g,
-                &tg,
-                &xr,
-                &MatrixRef::from_slice(&wr, n, k),
-                b.as_ref(),
-                (m, n, k),
-                h.scale,
-                h.ldo,
-                None,
-            );
-            assert_eq!(
-                (pk.kernel, pk.precision, pt.precision),
-                (kernel, Precision::Tf32, Precision::Tf32Truncated),
-                "{what}"
-            );
-            assert_eq!(
-                (pk.grid, pk.cluster),
-                (pt.grid, pt.cluster),
-                "{what}: the twins must split K alike"
-            );
+            let (pk, ok) = run(&g, &kg, &x, &MatrixRef::from_slice(&w, n, k), b.as_ref(), (m, n, k), h.scale, h.ldo, None);
+            let (pt, ot) = run(&g, &tg, &xr, &MatrixRef::from_slice(&wr, n, k), b.as_ref(), (m, n, k), h.scale, h.ldo, None);
+            assert_eq!((pk.kernel, pk.precision, pt.precision), (kernel, Precision::Tf32, Precision::Tf32Truncated), "{what}");
+            assert_eq!((pk.grid, pk.cluster), (pt.grid, pt.cluster), "{what}: the twins must split K alike");
             common::assert_bitwise(&ok, &ot, n, &what);
             splits.insert(pk.cluster);
         }
         println!("{kernel:?}: bitwise equal to {twin:?} on rounded operands, splits {splits:?}");
-        assert!(
-            splits.contains(&1) && splits.contains(&8),
-            "{kernel:?}: splits {splits:?}"
-        );
+        assert!(splits.contains(&1) && splits.contains(&8), "{kernel:?}: splits {splits:?}");
     }
 }

@@ -829,93 +829,52 @@ fn every_kernel_has_a_shapes_test() {
 fn run_shapes_skinny(g: &Gpu, dispatch: Dispatch, test: &str) {
     let kernel = kernel_of(dispatch);
     assert_eq!(kernel.family(), Family::Skinny, "{dispatch:?}");
-    let (ran, refused, _) = run_shapes_with(g, dispatch, test, |i, _, case| {
-        case.precision(kernel.precision()).workspace(i % 4 == 1)
-    });
+    let (ran, refused, _) = run_shapes_with(g, dispatch, test, |i, _, case| case.precision(kernel.precision()).workspace(i % 4 == 1));
     if g.gemm.wave(kernel) > 0 {
-        assert!(
-            ran > 0 && refused > 0,
-            "{test}: {ran} ran, {refused} refused"
-        );
+        assert!(ran > 0 && refused > 0, "{test}: {ran} ran, {refused} refused");
     }
 }
 
 /// Skips (with a printed line) off sm_90.
 #[test]
 fn shapes_sm90_skinny_8x16() {
-    let Some(g) = common::hopper_gpu("Sm90Skinny8x16") else {
-        return;
-    };
-    run_shapes_skinny(
-        &g,
-        Dispatch::Force(Kernel::Sm90Skinny8x16),
-        "shapes_sm90_skinny_8x16",
-    );
+    let Some(g) = common::hopper_gpu("Sm90Skinny8x16") else { return };
+    run_shapes_skinny(&g, Dispatch::Force(Kernel::Sm90Skinny8x16), "shapes_sm90_skinny_8x16");
 }
 
 /// Skips (with a printed line) off sm_90.
 #[test]
 fn shapes_sm90_skinny_8x16_trunc() {
-    let Some(g) = common::hopper_gpu("Sm90Skinny8x16Trunc") else {
-        return;
-    };
-    run_shapes_skinny(
-        &g,
-        Dispatch::Force(Kernel::Sm90Skinny8x16Trunc),
-        "shapes_sm90_skinny_8x16_trunc",
-    );
+    let Some(g) = common::hopper_gpu("Sm90Skinny8x16Trunc") else { return };
+    run_shapes_skinny(&g, Dispatch::Force(Kernel::Sm90Skinny8x16Trunc), "shapes_sm90_skinny_8x16_trunc");
 }
 
 /// Skips (with a printed line) off sm_90.
 #[test]
 fn shapes_sm90_skinny_8x16_x3() {
-    let Some(g) = common::hopper_gpu("Sm90Skinny8x16Tf32x3") else {
-        return;
-    };
-    run_shapes_skinny(
-        &g,
-        Dispatch::Force(Kernel::Sm90Skinny8x16Tf32x3),
-        "shapes_sm90_skinny_8x16_x3",
-    );
+    let Some(g) = common::hopper_gpu("Sm90Skinny8x16Tf32x3") else { return };
+    run_shapes_skinny(&g, Dispatch::Force(Kernel::Sm90Skinny8x16Tf32x3), "shapes_sm90_skinny_8x16_x3");
 }
 
 /// Skips (with a printed line) off sm_90.
 #[test]
 fn shapes_sm90_skinny_16x16() {
-    let Some(g) = common::hopper_gpu("Sm90Skinny16x16") else {
-        return;
-    };
-    run_shapes_skinny(
-        &g,
-        Dispatch::Force(Kernel::Sm90Skinny16x16),
-        "shapes_sm90_skinny_16x16",
-    );
+    let Some(g) = common::hopper_gpu("Sm90Skinny16x16") else { return };
+    run_shapes_skinny(&g, Dispatch::Force(Kernel::Sm90Skinny16x16), "shapes_sm90_skinny_16x16");
 }
 
 /// Skips (with a printed line) off sm_90.
 #[test]
 fn shapes_sm90_skinny_16x16_trunc() {
-    let Some(g) = common::hopper_gpu("Sm90Skinny16x16Trunc") else {
-        return;
-    };
-    run_shapes_skinny(
-        &g,
-        Dispatch::Force(Kernel::Sm90Skinny16x16Trunc),
-        "shapes_sm90_skinny_16x16_trunc",
-    );
+    let Some(g) = common::hopper_gpu("Sm90Skinny16x16Trunc") else { return };
+    run_shapes_skinny(&g, Dispatch::Force(Kernel::Sm90Skinny16x16Trunc), "shapes_sm90_skinny_16x16_trunc");
 }
 
 /// Skips (with a printed line) off sm_90.
 #[test]
 fn shapes_sm90_skinny_16x16_x3() {
-    let Some(g) = common::hopper_gpu("Sm90Skinny16x16Tf32x3") else {
-        return;
-    };
-    run_shapes_skinny(
-        &g,
-        Dispatch::Force(Kernel::Sm90Skinny16x16Tf32x3),
-        "shapes_sm90_skinny_16x16_x3",
-    );
+    let Some(g) = common::hopper_gpu("Sm90Skinny16x16Tf32x3") else { return };
+    run_shapes_skinny(&g, Dispatch::Force(Kernel::Sm90Skinny16x16Tf32x3), "shapes_sm90_skinny_16x16_x3");
 }
 
 /// Decoding sizes, where Auto runs the skinny kernels: M ≤ 16 against N and K around the 16 rows
@@ -925,24 +884,11 @@ fn shapes_sm90_skinny_16x16_x3() {
 /// limits) and each skinny kernel forced. Every case through `common::check`.
 #[test]
 fn skinny_shapes() {
-    let Some(g) = common::hopper_gpu("Sm90Skinny8x16") else {
-        return;
-    };
+    let Some(g) = common::hopper_gpu("Sm90Skinny8x16") else { return };
     const MS: [usize; 6] = [1, 2, 5, 8, 9, 16];
     // (N, K): tiny, K tails (K % 32 = 4, 28), a split of 2 (33 × 1024), 3 (768 × 3072), 8 (64 ×
     // 16384), none (3072 × 768, 4096 × 4096), K = 0 (bias alone).
-    const NKS: [(usize, usize); 10] = [
-        (1, 4),
-        (15, 28),
-        (17, 36),
-        (16, 100),
-        (33, 1024),
-        (768, 3072),
-        (1000, 4100),
-        (3072, 768),
-        (64, 16384),
-        (4096, 4096),
-    ];
+    const NKS: [(usize, usize); 10] = [(1, 4), (15, 28), (17, 36), (16, 100), (33, 1024), (768, 3072), (1000, 4100), (3072, 768), (64, 16384), (4096, 4096)];
     let mut rng = common::rng("skinny_shapes");
     let start = std::time::Instant::now();
     let (mut checked, mut splits) = (0usize, std::collections::BTreeSet::new());
@@ -950,34 +896,20 @@ fn skinny_shapes() {
     for m in MS {
         for (n, k) in NKS.into_iter().chain([(20, 0)]) {
             i += 1;
-            let mut case = Case::new(m, n, k)
-                .bias(i % 3 != 0)
-                .scale(SCALES[i % SCALES.len()])
-                .x_dist(if i % 2 == 0 { XDist::Unit } else { XDist::Sym });
+            let mut case = Case::new(m, n, k).bias(i % 3 != 0).scale(SCALES[i % SCALES.len()]).x_dist(if i % 2 == 0 { XDist::Unit } else { XDist::Sym });
             if i % 2 == 1 {
                 // Strided: rows padded by 16-byte units, views at 16-byte offsets, out at any.
                 case = case.pad(4, 8, 3).offset(4, 8, 1, 1);
             }
-            let mut dispatches = vec![
-                (Dispatch::Auto, Precision::Tf32),
-                (Dispatch::Auto, Precision::Tf32Truncated),
-                (Dispatch::Auto, Precision::Tf32x3),
-            ];
-            for kernel in Kernel::ALL
-                .into_iter()
-                .filter(|k| k.family() == Family::Skinny && m <= k.max_m().unwrap() as usize)
-            {
+            let mut dispatches = vec![(Dispatch::Auto, Precision::Tf32), (Dispatch::Auto, Precision::Tf32Truncated), (Dispatch::Auto, Precision::Tf32x3)];
+            for kernel in Kernel::ALL.into_iter().filter(|k| k.family() == Family::Skinny && m <= k.max_m().unwrap() as usize) {
                 dispatches.push((Dispatch::Force(kernel), kernel.precision()));
             }
             for (dispatch, precision) in dispatches {
                 let case = case.dispatch(dispatch).precision(precision);
                 let plan = common::check(&g, &case, &mut rng).expect("a non-empty problem ran");
                 if dispatch == Dispatch::Auto && n * k <= 1 << 22 {
-                    assert_eq!(
-                        (plan.kernel.family(), plan.precision),
-                        (Family::Skinny, precision),
-                        "Auto on {case:?}: {plan:?}"
-                    );
+                    assert_eq!((plan.kernel.family(), plan.precision), (Family::Skinny, precision), "Auto on {case:?}: {plan:?}");
                 }
                 if plan.kernel.family() == Family::Skinny {
                     splits.insert(plan.cluster);
@@ -986,12 +918,6 @@ fn skinny_shapes() {
             }
         }
     }
-    println!(
-        "skinny_shapes: {checked} cases checked, splits {splits:?}, {:.1?}",
-        start.elapsed()
-    );
-    assert!(
-        splits.contains(&1) && splits.contains(&8) && splits.len() >= 4,
-        "splits of K covered: {splits:?}"
-    );
+    println!("skinny_shapes: {checked} cases checked, splits {splits:?}, {:.1?}", start.elapsed());
+    assert!(splits.contains(&1) && splits.contains(&8) && splits.len() >= 4, "splits of K covered: {splits:?}");
 }

@@ -502,9 +502,7 @@ fn tf32x3_picks_its_kernels_and_reads_w_split() {
 fn decoding_sizes_take_the_skinny_kernels_on_sm_90() {
     use Precision::{Tf32 as Nearest, Tf32Truncated as Truncate, Tf32x3};
     let a = |k| (ALIGNED, k);
-    let auto = |d: &Dev, r, m, n, k| {
-        select_kernel(d, Dispatch::Auto, r, shape(m, n, k), a(k), a(k), 0).unwrap()
-    };
+    let auto = |d: &Dev, r, m, n, k| select_kernel(d, Dispatch::Auto, r, shape(m, n, k), a(k), a(k), 0).unwrap();
     // M ≤ 8 up to 2²⁴ elements of W, M ≤ 16 up to 2²²; each precision its build, nothing
     // repacked, no stream-K, no workspace; what the kernel does is what the plan says.
     for (m, n, k, kernel) in [
@@ -517,110 +515,34 @@ fn decoding_sizes_take_the_skinny_kernels_on_sm_90() {
         for (r, build) in [(Nearest, 0), (Truncate, 1), (Tf32x3, 2)] {
             let p = auto(&H200(), r, m, n, k);
             let want = Kernel::ALL[kernel.index() + build];
-            assert_eq!(
-                (
-                    p.kernel,
-                    p.precision,
-                    p.round_on_load,
-                    p.repack_x,
-                    p.repack_w
-                ),
-                (want, r, false, false, false),
-                "{m}×{n}×{k} {r:?}"
-            );
-            assert_eq!(
-                (p.stream_k_tiles, p.workspace_len(), p.smem_bytes, p.block),
-                (0, 0, want.smem_bytes(), want.threads())
-            );
-            assert_eq!(
-                p.grid,
-                p.cluster * n.div_ceil(16) as u32,
-                "one cluster per 16 rows of W"
-            );
+            assert_eq!((p.kernel, p.precision, p.round_on_load, p.repack_x, p.repack_w), (want, r, false, false, false), "{m}×{n}×{k} {r:?}");
+            assert_eq!((p.stream_k_tiles, p.workspace_len(), p.smem_bytes, p.block), (0, 0, want.smem_bytes(), want.threads()));
+            assert_eq!(p.grid, p.cluster * n.div_ceil(16) as u32, "one cluster per 16 rows of W");
         }
     }
     // The split: 48 clusters of 16 rows × 3 CTAs fill 132 SMs.
     assert_eq!(auto(&H200(), Nearest, 1, 768, 3072).cluster, 3);
     // Past the limits: the TMA kernels.
     for (m, n, k) in [(17, 768, 3072), (9, 4096, 4096), (1, 8192, 4096)] {
-        assert_eq!(
-            auto(&H200(), Nearest, m, n, k).kernel.family(),
-            Family::TmaWgmma,
-            "{m}×{n}×{k}"
-        );
+        assert_eq!(auto(&H200(), Nearest, m, n, k).kernel.family(), Family::TmaWgmma, "{m}×{n}×{k}");
     }
     // Not on sm_80, and not on operands it would have to repack (unaligned X: the scalar mma.sync
     // kernel, as before; with a workspace, still no skinny plan).
-    assert_eq!(
-        auto(&A100(), Nearest, 1, 768, 3072).kernel,
-        Kernel::Sm80Mma64x64Vec4
-    );
+    assert_eq!(auto(&A100(), Nearest, 1, 768, 3072).kernel, Kernel::Sm80Mma64x64Vec4);
     for ws in [0, usize::MAX] {
-        let p = select_kernel(
-            &H200(),
-            Dispatch::Auto,
-            Nearest,
-            shape(1, 768, 3072),
-            (ALIGNED + 4, 3072),
-            a(3072),
-            ws,
-        )
-        .unwrap();
+        let p = select_kernel(&H200(), Dispatch::Auto, Nearest, shape(1, 768, 3072), (ALIGNED + 4, 3072), a(3072), ws).unwrap();
         assert_ne!(p.kernel.family(), Family::Skinny, "{p:?}");
     }
     // A prepared W rounded: read as it is. A split one (Tf32x3 on sm_90): the TMA kernel.
-    let p = select_prepared(
-        &H200(),
-        Dispatch::Auto,
-        Nearest,
-        shape(1, 768, 3072),
-        a(3072),
-        0,
-    )
-    .unwrap();
+    let p = select_prepared(&H200(), Dispatch::Auto, Nearest, shape(1, 768, 3072), a(3072), 0).unwrap();
     assert_eq!((p.kernel, p.precision), (Kernel::Sm90Skinny8x16, Nearest));
-    let p = select_prepared(
-        &H200(),
-        Dispatch::Auto,
-        Tf32x3,
-        shape(1, 768, 3072),
-        a(3072),
-        0,
-    )
-    .unwrap();
-    assert_eq!(
-        (p.kernel, p.precision),
-        (Kernel::Sm90Pingpong64x128Tf32x3, Tf32x3)
-    );
+    let p = select_prepared(&H200(), Dispatch::Auto, Tf32x3, shape(1, 768, 3072), a(3072), 0).unwrap();
+    assert_eq!((p.kernel, p.precision), (Kernel::Sm90Pingpong64x128Tf32x3, Tf32x3));
     // Forced: M beyond the tile is refused with the reason; sm_80 cannot run it.
-    let e = select(
-        &H200(),
-        Dispatch::Force(Kernel::Sm90Skinny8x16),
-        shape(9, 64, 64),
-        a(64),
-        a(64),
-        0,
-    )
-    .unwrap_err();
+    let e = select(&H200(), Dispatch::Force(Kernel::Sm90Skinny8x16), shape(9, 64, 64), a(64), a(64), 0).unwrap_err();
     assert!(e.to_string().contains("at most 8"), "{e}");
-    let e = select(
-        &A100(),
-        Dispatch::Force(Kernel::Sm90Skinny16x16),
-        shape(1, 64, 64),
-        a(64),
-        a(64),
-        0,
-    )
-    .unwrap_err();
+    let e = select(&A100(), Dispatch::Force(Kernel::Sm90Skinny16x16), shape(1, 64, 64), a(64), a(64), 0).unwrap_err();
     assert!(e.to_string().contains("sm_90"), "{e}");
-    let e = select_prepared(
-        &H200(),
-        Dispatch::Force(Kernel::Sm90Skinny8x16Tf32x3),
-        Tf32x3,
-        shape(1, 64, 64),
-        a(64),
-        0,
-    )
-    .unwrap_err();
+    let e = select_prepared(&H200(), Dispatch::Force(Kernel::Sm90Skinny8x16Tf32x3), Tf32x3, shape(1, 64, 64), a(64), 0).unwrap_err();
     assert!(e.to_string().contains("split"), "{e}");
 }
