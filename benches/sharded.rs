@@ -9,7 +9,8 @@
 //!   would take in `2 GPUs, sharded` if the two did not slow each other;
 //! - `2 GPUs, gathered, c chunks, r SMs`: `ShardedLinear::forward_gathered`, the full output on
 //!   both devices, the gather of each row chunk overlapping the next chunk's GEMM (c = 1: none),
-//!   that GEMM leaving r SMs to NCCL (`with_comm_sms`).
+//!   that GEMM leaving r SMs to NCCL (`with_comm_sms`; by default 0 when NCCL gathers on the
+//!   copy engines, 24 when with its kernels). The report names the engine NCCL used.
 //!
 //! A sample is `reps` back-to-back calls of one variant, then every device synchronised, timed on
 //! the host (calls of ≥ 1 ms, so launch costs are noise); rounds interleave the variants (each
@@ -20,7 +21,7 @@
 //! Run: `cargo bench --features nccl --bench sharded [-- FILTER]` with ids `sharded/reference`
 //! and `sharded/wide`; needs two devices and NCCL (`libnccl.so` on the library path, README).
 //! `GEMM_EPILOGUE_ROUNDS` (default 9), `GEMM_EPILOGUE_SHARDED_GATHERED` (the gathered variants,
-//! `chunks:sms,…`); NCCL's own variables (e.g. `NCCL_MAX_CTAS`) reach its communicators. Report: printed, and written to
+//! `chunks:sms,…`, where sms is a number or `auto`); NCCL's own variables (e.g. `NCCL_MAX_CTAS`) reach its communicators. Report: printed, and written to
 //! `$GEMM_EPILOGUE_BENCH_OUT` (default `target/sharded.md`). Without two devices or NCCL it prints
 //! `skipped:` and exits 0 (1 with `GEMM_EPILOGUE_REQUIRE_GPU=1`).
 
@@ -32,7 +33,7 @@ use std::time::Instant;
 
 use gemm_epilogue::cudarc::driver::{CudaSlice, CudaStream};
 use gemm_epilogue::testbed::reference::{element, HostMatrix, SplitMix64};
-use gemm_epilogue::{device_streams, nccl_library_present, FusedGemm, Linear, Precision, ShardedLinear};
+use gemm_epilogue::{device_streams, nccl_library_present, FusedGemm, GatherEngine, Linear, Precision, ShardedLinear};
 
 const SCALE: f32 = 0.5;
 const SHAPES: [(&str, usize, usize, usize); 2] = [("reference", 16384, 4096, 4096), ("wide", 16384, 16384, 8192)];
@@ -46,28 +47,33 @@ enum Variant {
     /// Device 0's shard alone, on device 0: what each device does in `Sharded`, without the other.
     OneShard,
     Sharded,
-    Gathered { chunks: usize, comm_sms: u32 },
+    /// `comm_sms: None`: the layer's default for the engine NCCL gathers with.
+    Gathered { chunks: usize, comm_sms: Option<u32> },
 }
 
 /// The gathered variants: (chunks, SMs left to NCCL); `GEMM_EPILOGUE_SHARDED_GATHERED` =
-/// `"c:r,c:r,…"` replaces them.
-const GATHERED: [(usize, u32); 5] = [(1, 0), (4, 16), (8, 8), (8, 16), (8, 24)];
+/// `"c:r,c:r,…"` (r a number or `auto`) replaces them.
+const GATHERED: [(usize, Option<u32>); 5] = [(1, None), (4, None), (8, None), (16, None), (8, Some(24))];
 
-fn gathered() -> Vec<(usize, u32)> {
-    let parse = |v: String| -> Option<Vec<(usize, u32)>> {
-        v.split(',').map(|p| p.split_once(':').and_then(|(c, r)| Some((c.trim().parse().ok()?, r.trim().parse().ok()?)))).collect()
+fn gathered() -> Vec<(usize, Option<u32>)> {
+    let sms = |r: &str| -> Option<Option<u32>> { if r == "auto" { Some(None) } else { r.parse().ok().map(Some) } };
+    let parse = |v: String| -> Option<Vec<(usize, Option<u32>)>> {
+        v.split(',').map(|p| p.split_once(':').and_then(|(c, r)| Some((c.trim().parse().ok()?, sms(r.trim())?)))).collect()
     };
     std::env::var("GEMM_EPILOGUE_SHARDED_GATHERED").ok().and_then(parse).unwrap_or_else(|| GATHERED.to_vec())
 }
 
 impl Variant {
-    fn name(self) -> String {
+    fn name(self, layer: &ShardedLinear) -> String {
         match self {
             Variant::One => "1 GPU (`Linear::forward`)".into(),
             Variant::OneShard => "1 GPU, one shard (N/2) alone".into(),
             Variant::Sharded => "2 GPUs, sharded output (`forward`)".into(),
             Variant::Gathered { chunks, comm_sms } => {
-                format!("2 GPUs, gathered output (`forward_gathered`), {chunks} chunk{}, {comm_sms} SMs left to NCCL", if chunks == 1 { "" } else { "s" })
+                let engine = layer.gather_engine().unwrap_or(GatherEngine::Kernels);
+                let sms = comm_sms.unwrap_or(engine.default_comm_sms());
+                let plural = if chunks == 1 { "" } else { "s" };
+                format!("2 GPUs, gathered output (`forward_gathered`), {chunks} chunk{plural}, NCCL on {engine:?}, {sms} SMs left to NCCL")
             }
         }
     }
@@ -257,7 +263,7 @@ fn main() {
                 _ => (format!("{:.3}", speedup / 2.0), flops),
             };
             let err = |e: f64| if e.is_nan() { "–".to_string() } else { format!("{e:.2e}") };
-            report += &format!("| {} | {:.4} | {:.1} | {:.3} | {eff} | {} | {} |\n", v.name(), medians[i], flops / medians[i] / 1e9, speedup, err(errors[i].0), err(errors[i].1));
+            report += &format!("| {} | {:.4} | {:.1} | {:.3} | {eff} | {} | {} |\n", v.name(&setup.two), medians[i], flops / medians[i] / 1e9, speedup, err(errors[i].0), err(errors[i].1));
         }
         println!("{report}");
     }

@@ -120,7 +120,7 @@ pub use kernels::{Family, Kernel, Precision};
 pub use linear::Linear;
 pub use matrix::{MatrixMut, MatrixRef};
 #[cfg(feature = "nccl")]
-pub use sharded::{device_streams, nccl_library_present, ShardedLinear};
+pub use sharded::{device_streams, nccl_library_present, GatherEngine, ShardedLinear};
 
 /// Re-export of the cudarc version this crate's API speaks.
 pub use cudarc;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use gemm_epilogue::cudarc::driver::{CudaSlice, CudaStream};
 use gemm_epilogue::testbed::reference::{element, HostMatrix};
-use gemm_epilogue::{cuda_context, device_streams, nccl_library_present, Error, FusedGemm, Linear, Precision, ShardedLinear};
+use gemm_epilogue::{cuda_context, device_streams, nccl_library_present, Error, FusedGemm, GatherEngine, Linear, Precision, ShardedLinear};
 
 fn required(var: &str, at_least: usize) -> bool {
     std::env::var(var).ok().and_then(|v| v.trim().parse::<usize>().ok()).is_some_and(|v| v >= at_least)
@@ -158,6 +158,39 @@ fn one_device_takes_the_same_path() {
 #[test]
 fn two_devices() {
     shards_gather_and_replicate(2);
+}
+
+/// One layer, gathered batch after batch: its buffers grow (the old windows are released and new
+/// ones registered), are reused, and the SM override is honoured; every output meets the f64
+/// bound and is the same on every device. The engine NCCL used is reported, and must be the copy
+/// engines where `GEMM_EPILOGUE_REQUIRE_COPY_ENGINE_GATHER=1` says the machine allows them.
+#[test]
+fn gather_buffers_grow_and_are_reused() {
+    let devices = if streams(2).is_some() { 2 } else { 1 };
+    let Some(streams) = streams(devices) else { return };
+    let mut rng = common::rng("gather_buffers_grow_and_are_reused");
+    let (k, n) = (136, 515);
+    let base = HostLayer::random(1, k, n, &mut rng);
+    let mut layer = ShardedLinear::from_host(&streams, Precision::Tf32, &base.w, Some(&base.b), k, n, SCALE).expect("from_host").with_gather_chunks(3);
+    assert_eq!(layer.gather_engine(), None, "no gather yet");
+    for (rows, sms) in [(600, None), (1700, None), (600, None), (1700, Some(100)), (90, Some(0))] {
+        layer.set_comm_sms(sms);
+        // Fresh inputs through the same layer.
+        let l = HostLayer { rows, x: common::fill(rows * k, &mut rng, |r| r.sym(1.0)), w: base.w.clone(), b: base.b.clone(), k, n };
+        let xs: Vec<_> = streams.iter().map(|s| s.clone_htod(&l.x).expect("x")).collect();
+        let full = layer.forward_gathered(&xs, rows).expect("gathered");
+        let first = host(&full[0]);
+        let what = format!("G = {devices}, {rows} rows, comm_sms {sms:?}");
+        l.check(&first, SCALE, &what);
+        for (g, out) in full.iter().enumerate().skip(1) {
+            assert_eq!(bits(&host(out)), bits(&first), "{what}: device {g} holds device 0's bits");
+        }
+    }
+    let engine = layer.gather_engine().expect("an engine after a gather");
+    println!("G = {devices}: NCCL gathered on {engine:?}");
+    if devices > 1 && required("GEMM_EPILOGUE_REQUIRE_COPY_ENGINE_GATHER", 1) {
+        assert_eq!(engine, GatherEngine::CopyEngines, "GEMM_EPILOGUE_REQUIRE_COPY_ENGINE_GATHER=1");
+    }
 }
 
 /// from_host, from_linear (W sent from one device with NCCL) and from_shards give the same bits.

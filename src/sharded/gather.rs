@@ -1,14 +1,15 @@
 //! The gathered forward: the full `rows × N` output on every device.
 //!
-//! An NCCL all-gather concatenates equal contiguous pieces, but a device's shard is a column
-//! block of the output (strided), so the gather runs per row chunk through a gather buffer:
+//! An NCCL all-gather concatenates equal contiguous blocks, but a device's shard is a column
+//! block of the output (strided), so the gather runs per row chunk through a gather buffer of
+//! G blocks, each `rows_c × widest shard` (`gather_buffers.rs`):
 //!
-//! 1. on its compute stream, device g writes its chunk's shard as a dense block (block g of the
-//!    chunk's gather buffer: the blocks of all devices, one after another);
-//! 2. on the communication streams, one NCCL group broadcasts block r from device r into every
-//!    device's buffer (in place; any widths, so uneven shards need no padding);
+//! 1. on its compute stream, device g writes its chunk's shard as a dense block at the start
+//!    of block g of its own buffer (uneven shards leave the rest of a block unused);
+//! 2. on the communication streams, one in-place NCCL all-gather fills every device's buffer
+//!    with every block (on the copy engines where NCCL can: no SM is taken from the GEMM);
 //! 3. on the same streams, each block is copied into its columns of the output rows
-//!    (`cuMemcpy2DAsync`).
+//!    (`cuMemcpy2DAsync`, the copy engines again).
 //!
 //! Chunk c's steps 2–3 run while chunk c+1's GEMM runs on the compute stream. Each chunk has a
 //! buffer of its own (a separate allocation: cudarc orders uses per allocation, and a shared one
@@ -19,6 +20,7 @@ use std::ops::Range;
 
 use cudarc::driver::CudaSlice;
 
+use super::gather_buffers::GatherEngine;
 use super::{columns, CommState, ShardedLinear};
 use crate::driver::copy::{copy_block, BlockAt};
 use crate::error::Result;
@@ -40,47 +42,48 @@ impl ShardedLinear {
         let (k, n) = (self.in_features, self.out_features);
         let per = columns::chunk_rows(rows, self.gather_chunks);
         let chunks: Vec<Range<usize>> = columns::row_chunks(rows, per).collect();
+        let widest = self.shards.iter().map(|s| s.columns.len()).max().unwrap_or(0);
+        let devices = self.shards.len();
         let mut state = self.state();
-        state.reserve(&self.shards, per * n, chunks.len())?;
-        let CommState { comms, staging } = &mut *state;
+        let CommState { buffers, comms } = &mut *state;
+        let compute: Vec<_> = self.shards.iter().map(|s| s.compute.clone()).collect();
+        buffers.reserve(comms, &compute, devices * per * widest, chunks.len())?;
+        let engine = buffers.engine().unwrap_or(GatherEngine::Kernels);
 
-        let mut outs = Vec::with_capacity(self.shards.len());
+        let mut outs = Vec::with_capacity(devices);
         for shard in &self.shards {
             // SAFETY: every element is written by the block copies before anything reads it.
             outs.push(unsafe { alloc_f32(&shard.compute, rows * n, "rows · out_features (output bytes)") }?);
         }
         for (c, chunk) in chunks.iter().enumerate() {
-            let rc = chunk.len();
+            let (rc, block) = (chunk.len(), chunk.len() * widest);
             // 1. Each device's block of this chunk; after the first chunk, next to the previous
-            // chunk's gather, on fewer SMs.
+            // chunk's gather (on fewer SMs where NCCL gathers with kernels).
             for (g, shard) in self.shards.iter().enumerate() {
                 if let Some(linear) = &shard.linear {
                     let x = MatrixRef::new(xs[g].slice(chunk.start * k..chunk.end * k), rc, k);
-                    let cols = &shard.columns;
-                    let block = staging[g][c].slice_mut(rc * cols.start..rc * cols.end);
-                    let gemm = if c == 0 { linear.gemm().clone() } else { self.overlapping(linear.gemm()) };
-                    linear.forward_into_held(&gemm, &shard.compute, &x, &mut MatrixMut::new(block, rc, cols.len()))?;
+                    let width = shard.columns.len();
+                    let mine = buffers.buffer(c, g).slice_mut(g * block..g * block + rc * width);
+                    let gemm = if c == 0 { linear.gemm().clone() } else { self.overlapping(linear.gemm(), engine) };
+                    linear.forward_into_held(&gemm, &shard.compute, &x, &mut MatrixMut::new(mine, rc, width))?;
                 }
                 comms.rank(g).stream().join(&shard.compute)?;
             }
             // 2. Every block to every device.
             comms.group(|comms| {
-                for (g, buffers) in staging.iter_mut().enumerate() {
-                    for (r, owner) in self.shards.iter().enumerate().filter(|(_, s)| !s.columns.is_empty()) {
-                        let cols = &owner.columns;
-                        let mut block = buffers[c].slice_mut(rc * cols.start..rc * cols.end);
-                        comms.rank(g).broadcast_in_place(&mut block, r as i32)?;
-                    }
+                for g in 0..devices {
+                    comms.rank(g).all_gather_in_place(buffers.buffer(c, g), block, g)?;
                 }
                 Ok(())
             })?;
             // 3. The blocks into their columns of the output rows.
             for (g, out) in outs.iter_mut().enumerate() {
                 let stream = comms.rank(g).stream();
-                for owner in &self.shards {
+                let gathered = buffers.buffer(c, g);
+                for (r, owner) in self.shards.iter().enumerate() {
                     let cols = &owner.columns;
-                    let block = staging[g][c].slice(rc * cols.start..rc * cols.end);
-                    copy_block(&stream, &block, rc, cols.len(), out, BlockAt { row: chunk.start, col: cols.start, ld: n })?;
+                    let src = gathered.slice(r * block..r * block + rc * cols.len());
+                    copy_block(&stream, &src, rc, cols.len(), out, BlockAt { row: chunk.start, col: cols.start, ld: n })?;
                 }
             }
         }
@@ -93,30 +96,12 @@ impl ShardedLinear {
 }
 
 impl ShardedLinear {
-    /// `gemm` limited to the SMs a GEMM running next to a gather gets.
-    fn overlapping(&self, gemm: &FusedGemm) -> FusedGemm {
+    /// `gemm` limited to the SMs a GEMM running next to a gather on `engine` gets.
+    fn overlapping(&self, gemm: &FusedGemm, engine: GatherEngine) -> FusedGemm {
         let sms = gemm.device().sm_count;
-        match self.comm_sms {
+        match self.comm_sms(engine) {
             0 => gemm.clone(),
             comm => gemm.with_sm_limit(NonZeroU32::new(sms.saturating_sub(comm).max(1))),
         }
-    }
-}
-
-impl CommState {
-    /// At least `chunks` gather buffers of `len` f32 per device, allocated on its compute
-    /// stream the first time (and again when a call needs larger ones), kept otherwise.
-    fn reserve(&mut self, shards: &[super::Shard], len: usize, chunks: usize) -> Result<()> {
-        for (buffers, shard) in self.staging.iter_mut().zip(shards) {
-            if buffers.first().is_some_and(|b| b.len() < len) {
-                buffers.clear();
-            }
-            while buffers.len() < chunks {
-                // SAFETY: scratch: each chunk's blocks are written (GEMM, broadcast) before
-                // they are read (broadcast, copies), in stream order.
-                buffers.push(unsafe { alloc_f32(&shard.compute, len, "gather buffer (rows per chunk · out_features, bytes)") }?);
-            }
-        }
-        Ok(())
     }
 }

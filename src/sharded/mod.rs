@@ -6,11 +6,13 @@
 //!
 //! - `columns.rs`: the split (even shards, row chunks of the gathered forward);
 //! - `comms.rs`: NCCL: the library check, one communicator per device, groups;
+//! - `gather_buffers.rs`: the gather buffers, and whether NCCL gathers them on the copy engines;
 //! - `gather.rs`: the gathered forward, overlapping each chunk's gather with the next chunk's GEMM.
 
 mod columns;
 mod comms;
 mod gather;
+mod gather_buffers;
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -25,6 +27,8 @@ use crate::matrix::{MatrixMut, MatrixRef};
 
 pub use comms::nccl_library_present;
 use comms::Comms;
+pub use gather_buffers::GatherEngine;
+use gather_buffers::GatherBuffers;
 
 /// A `Linear` (`out = v*s + v`, `v = x·Wᵀ + b`) whose W is split by rows over several devices:
 /// device g owns output columns [`ShardedLinear::columns`]`(g)`, as evenly as possible.
@@ -35,9 +39,10 @@ use comms::Comms;
 /// - [`ShardedLinear::replicate`] broadcasts an input from one device to all.
 ///
 /// Device g computes on the stream given for it at construction; everything is stream-ordered
-/// and no call synchronises the host. The layer holds one NCCL communicator per device
-/// (`ncclCommInitAll`, one process), its own communication streams and the gather buffers
-/// (grown once per larger batch). G = 1 runs the same code (its "gather" is a copy).
+/// and no call synchronises the host. The layer holds one NCCL communicator per device (one
+/// process, CTA policy zero: NCCL gathers on the copy engines where it can), its own
+/// communication streams and the gather buffers (grown once per larger batch). G = 1 runs the
+/// same code (its "gather" is a copy).
 ///
 /// NCCL is loaded at run time: without it the constructors return [`Error::NoNccl`]; a device
 /// that does not exist is [`Error::NoDevice`] from [`device_streams`].
@@ -49,7 +54,8 @@ pub struct ShardedLinear {
     scale: f32,
     precision: Precision,
     gather_chunks: usize,
-    comm_sms: u32,
+    /// `None`: by the gather engine ([`ShardedLinear::comm_sms`]).
+    comm_sms: Option<u32>,
     comm: Mutex<CommState>,
 }
 
@@ -64,12 +70,19 @@ struct Shard {
     linear: Option<Linear>,
 }
 
-/// What the collective calls share, one user at a time.
+/// What the collective calls share, one user at a time. The buffers are declared first: they
+/// are dropped before the communicators their windows belong to.
 #[derive(Debug)]
 struct CommState {
+    buffers: GatherBuffers,
     comms: Comms,
-    /// Per device, per chunk: the gather buffer of the gathered forward.
-    staging: Vec<Vec<CudaSlice<f32>>>,
+}
+
+impl Drop for CommState {
+    fn drop(&mut self) {
+        // Nowhere to report an error; a failed wait leaves the buffers to be freed anyway.
+        let _ = self.buffers.release(&self.comms);
+    }
 }
 
 /// One device's rows of W and of the bias, as received.
@@ -81,12 +94,9 @@ pub fn device_streams(count: usize) -> Result<Vec<Arc<CudaStream>>> {
     (0..count).map(|g| Ok(crate::device::cuda_context(g)?.new_stream()?)).collect()
 }
 
-/// Default chunks of the gathered forward (see [`ShardedLinear::with_gather_chunks`]) and SMs
-/// left to NCCL while a chunk's gather overlaps the next chunk's GEMM
-/// ([`ShardedLinear::with_comm_sms`]): the best of the pairs measured on two H200s at
-/// 16384×16384×8192 (docs/BENCHMARKS.md, "Two GPUs").
+/// Default chunks of the gathered forward (see [`ShardedLinear::with_gather_chunks`]): the best
+/// measured on two H200s (docs/BENCHMARKS.md, "Two GPUs").
 const DEFAULT_GATHER_CHUNKS: usize = 8;
-const DEFAULT_COMM_SMS: u32 = 24;
 
 impl ShardedLinear {
     /// Splits a layer held on the host — `weight` (out_features × in_features, row-major, as in
@@ -160,11 +170,11 @@ impl ShardedLinear {
                     }
                     continue;
                 }
-                comms.rank(root).send(&w_rows, g as i32)?;
-                comms.rank(g).recv(w, root as i32)?;
+                comms.rank(root).send(&w_rows, g)?;
+                comms.rank(g).recv(w, root)?;
                 if let (Some(src), Some(dst)) = (&b_rows, b.as_mut()) {
-                    comms.rank(root).send(src, g as i32)?;
-                    comms.rank(g).recv(dst, root as i32)?;
+                    comms.rank(root).send(src, g)?;
+                    comms.rank(g).recv(dst, root)?;
                 }
             }
             Ok(())
@@ -265,22 +275,31 @@ impl ShardedLinear {
     pub fn set_gather_chunks(&mut self, chunks: usize) {
         self.gather_chunks = chunks.max(1);
     }
-    /// SMs each device leaves free while its GEMM runs next to a gather (default 24): a
-    /// persistent GEMM holds every SM it is given until it ends, so NCCL's kernels, which need
-    /// SMs of their own, would otherwise wait for it and nothing would overlap. Chunks after the
-    /// first run with [`FusedGemm::with_sm_limit`]`(SMs − comm_sms)`; 0 gives the GEMM every SM,
-    /// and a value of SMs or more leaves it one.
-    pub fn with_comm_sms(mut self, sms: u32) -> Self {
+    /// SMs each device leaves free while its GEMM runs next to a gather. By default, 0 when
+    /// NCCL gathers on the copy engines ([`GatherEngine::CopyEngines`]) and 24 when it gathers
+    /// with its kernels: a persistent GEMM holds every SM it is given until it ends, so NCCL's
+    /// kernels, which need SMs of their own, would otherwise wait for it and nothing would
+    /// overlap. Chunks after the first run with [`FusedGemm::with_sm_limit`]`(SMs − comm_sms)`;
+    /// 0 gives the GEMM every SM, and a value of SMs or more leaves it one. `None` restores the
+    /// default.
+    pub fn with_comm_sms(mut self, sms: Option<u32>) -> Self {
         self.set_comm_sms(sms);
         self
     }
     /// [`ShardedLinear::with_comm_sms`] in place.
-    pub fn set_comm_sms(&mut self, sms: u32) {
+    pub fn set_comm_sms(&mut self, sms: Option<u32>) {
         self.comm_sms = sms;
     }
-    /// SMs left to NCCL during an overlapped gather.
-    pub fn comm_sms(&self) -> u32 {
-        self.comm_sms
+    /// SMs left to NCCL during an overlapped gather on `engine`: the value set, or the default
+    /// for that engine.
+    pub fn comm_sms(&self, engine: GatherEngine) -> u32 {
+        self.comm_sms.unwrap_or(engine.default_comm_sms())
+    }
+    /// How NCCL gathered the last [`ShardedLinear::forward_gathered`] (`None` before the first):
+    /// on the copy engines where the library (NCCL ≥ 2.28) and the devices (peer mappings)
+    /// allow it, else with its kernels.
+    pub fn gather_engine(&self) -> Option<GatherEngine> {
+        self.state().buffers.engine()
     }
 
     /// Each device's shard of the output: `outs[g]` is the dense `rows × columns(g).len()`
@@ -326,7 +345,7 @@ impl ShardedLinear {
         }
         state.comms.group(|comms| {
             for (g, replica) in replicas.iter_mut().enumerate() {
-                comms.rank(g).broadcast(Some(x).filter(|_| g == root), replica, root as i32)?;
+                comms.rank(g).broadcast(Some(x).filter(|_| g == root), replica, root)?;
             }
             Ok(())
         })?;
@@ -354,9 +373,8 @@ impl ShardedLinear {
 
     /// The layer from its shards and their communicators.
     fn assemble(comms: Comms, shards: Vec<Shard>, in_features: usize, out_features: usize, scale: f32, precision: Precision) -> Self {
-        let staging = vec![Vec::new(); shards.len()];
-        let comm = Mutex::new(CommState { comms, staging });
-        Self { shards, in_features, out_features, scale, precision, gather_chunks: DEFAULT_GATHER_CHUNKS, comm_sms: DEFAULT_COMM_SMS, comm }
+        let comm = Mutex::new(CommState { buffers: GatherBuffers::default(), comms });
+        Self { shards, in_features, out_features, scale, precision, gather_chunks: DEFAULT_GATHER_CHUNKS, comm_sms: None, comm }
     }
 
     /// `xs`: one dense `rows × in_features` input per device, on that device. Zero rows never

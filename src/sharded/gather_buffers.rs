@@ -1,0 +1,207 @@
+//! The gathered forward's buffers, and the engine NCCL gathers them with.
+//!
+//! Per device and per row chunk, one buffer of G blocks (one per device, each as wide as the
+//! widest shard) that an in-place all-gather fills. Where the library has copy-engine
+//! collectives (NCCL ≥ 2.28), each buffer is NCCL memory (`ncclMemAlloc`) registered on every
+//! rank as a symmetric window (`ncclCommWindowRegister`, `NCCL_WIN_COLL_SYMMETRIC`): with the
+//! communicators' zero-CTA policy (`comms.rs`) the all-gather is then peer copies on the copy
+//! engines and leaves every SM to the GEMM it overlaps. NCCL registers no window where the
+//! devices cannot map each other's memory; the buffers then stay ordinary and NCCL gathers with
+//! its kernels, which need SMs of their own (`ShardedLinear::with_comm_sms`).
+
+use std::ffi::{c_int, c_void};
+use std::mem::ManuallyDrop;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream};
+use cudarc::nccl::{result::NcclError, sys};
+
+use super::comms::Comms;
+use crate::error::Result;
+use crate::linear::alloc_f32;
+
+/// How NCCL moves a gathered forward's blocks between devices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GatherEngine {
+    /// Peer copies on the copy engines (symmetric windows, NCCL ≥ 2.28): no SM is taken from
+    /// the GEMM running next to the gather.
+    CopyEngines,
+    /// NCCL's kernels: they need SMs while the next chunk's GEMM runs.
+    Kernels,
+}
+
+impl GatherEngine {
+    /// SMs a device's GEMM leaves to NCCL by default while a gather on this engine overlaps it
+    /// ([`ShardedLinear::with_comm_sms`](super::ShardedLinear::with_comm_sms)): none for the
+    /// copy engines; for NCCL's kernels, the best measured on two H200s at 16384×16384×8192
+    /// (docs/BENCHMARKS.md, "Two GPUs").
+    pub fn default_comm_sms(self) -> u32 {
+        match self {
+            GatherEngine::CopyEngines => 0,
+            GatherEngine::Kernels => 24,
+        }
+    }
+}
+
+/// `NCCL_WIN_COLL_SYMMETRIC`: every rank's window has the same size and is used at the same
+/// offsets.
+const WIN_COLL_SYMMETRIC: c_int = 0x01;
+
+/// Every device's buffers: `chunks[c][g]` is chunk c's buffer on device g.
+#[derive(Debug, Default)]
+pub(crate) struct GatherBuffers {
+    chunks: Vec<Vec<GatherBuffer>>,
+    /// f32 per buffer (all equal).
+    len: usize,
+    engine: Option<GatherEngine>,
+}
+
+/// One device's buffer of one chunk.
+#[derive(Debug)]
+struct GatherBuffer {
+    slice: ManuallyDrop<CudaSlice<f32>>,
+    /// Set when the buffer is NCCL memory.
+    nccl: Option<NcclMemory>,
+}
+
+/// An `ncclMemAlloc` allocation and its window on `comm` (null until registered, and where
+/// NCCL registers none).
+#[derive(Debug)]
+struct NcclMemory {
+    comm: sys::ncclComm_t,
+    ptr: *mut c_void,
+    window: sys::ncclWindow_t,
+}
+
+// SAFETY: the handles are used only by the owner of the layer's `CommState`, behind its mutex.
+unsafe impl Send for GatherBuffer {}
+
+impl GatherBuffers {
+    /// The engine of the buffers held (`None` before the first gathered forward).
+    pub fn engine(&self) -> Option<GatherEngine> {
+        self.engine
+    }
+
+    /// Chunk `c`'s buffer on device `g`.
+    pub fn buffer(&mut self, c: usize, g: usize) -> &mut CudaSlice<f32> {
+        &mut self.chunks[c][g].slice
+    }
+
+    /// At least `chunks` chunks of buffers of at least `len` f32 on every device, allocated on
+    /// the compute streams `compute` (one per rank of `comms`) and kept for the next calls;
+    /// buffers too small are freed (after `release`) and replaced.
+    pub fn reserve(&mut self, comms: &Comms, compute: &[Arc<CudaStream>], len: usize, chunks: usize) -> Result<()> {
+        if self.len < len && !self.chunks.is_empty() {
+            self.release(comms)?;
+        }
+        self.len = self.len.max(len);
+        while self.chunks.len() < chunks {
+            let chunk = self.allocate(comms, compute)?;
+            self.chunks.push(chunk);
+        }
+        Ok(())
+    }
+
+    /// Frees every buffer once no stream can touch them: the last users are the
+    /// communication streams (each rank's gather writes into the other ranks' buffers and its
+    /// block copies read its own), so those are waited for first: windows are unmapped on the
+    /// host, outside stream order.
+    pub fn release(&mut self, comms: &Comms) -> Result<()> {
+        if self.chunks.is_empty() {
+            return Ok(());
+        }
+        for stream in comms.streams() {
+            stream.synchronize()?;
+        }
+        self.chunks.clear();
+        Ok(())
+    }
+
+    /// One chunk's buffers, a window on each where NCCL registers them.
+    fn allocate(&mut self, comms: &Comms, compute: &[Arc<CudaStream>]) -> Result<Vec<GatherBuffer>> {
+        let len = self.len;
+        if !comms.has_copy_engine_gathers() || self.engine == Some(GatherEngine::Kernels) {
+            self.engine = Some(GatherEngine::Kernels);
+            return compute.iter().map(|s| GatherBuffer::stream_ordered(s, len)).collect();
+        }
+        let mut chunk = Vec::with_capacity(compute.len());
+        for (rank, stream) in comms.ranks().iter().zip(compute) {
+            chunk.push(GatherBuffer::nccl(rank.handle(), stream, len)?);
+        }
+        // Registration is collective: every rank's call of one buffer, in one group.
+        let mut windows = vec![std::ptr::null_mut(); chunk.len()];
+        comms.group(|_| {
+            for (buffer, window) in chunk.iter().zip(windows.iter_mut()) {
+                buffer.register(len, window)?;
+            }
+            Ok(())
+        })?;
+        // The handles are filled at the group's end; null: NCCL has no symmetric memory here.
+        for (buffer, window) in chunk.iter_mut().zip(&windows) {
+            if let Some(memory) = buffer.nccl.as_mut() {
+                memory.window = *window;
+            }
+        }
+        let registered = windows.iter().all(|w| !w.is_null());
+        self.engine = Some(if registered { GatherEngine::CopyEngines } else { GatherEngine::Kernels });
+        Ok(chunk)
+    }
+}
+
+impl GatherBuffer {
+    /// A stream-ordered allocation.
+    fn stream_ordered(stream: &Arc<CudaStream>, len: usize) -> Result<Self> {
+        // SAFETY: scratch: each chunk's blocks are written (GEMM, all-gather) before they are
+        // read (all-gather, block copies), in stream order.
+        let slice = unsafe { alloc_f32(stream, len, "gather buffer (ranks · rows per chunk · widest shard, bytes)") }?;
+        Ok(Self { slice: ManuallyDrop::new(slice), nccl: None })
+    }
+
+    /// `ncclMemAlloc` on the device of `stream`, owned by `stream` from then on.
+    fn nccl(comm: sys::ncclComm_t, stream: &Arc<CudaStream>, len: usize) -> Result<Self> {
+        let bytes = len.checked_mul(std::mem::size_of::<f32>()).filter(|&b| b <= isize::MAX as usize).ok_or(crate::error::Error::DimensionTooLarge {
+            what: "gather buffer (ranks · rows per chunk · widest shard, bytes)",
+            value: len,
+            max: isize::MAX as usize / std::mem::size_of::<f32>(),
+        })?;
+        stream.context().bind_to_thread()?;
+        let mut ptr: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `ptr` outlives the call; NCCL allocates on the current (bound) device.
+        unsafe { sys::ncclMemAlloc(&mut ptr, bytes) }.result()?;
+        // SAFETY: `ptr` is a live allocation of `bytes` on this stream's device; it is never
+        // freed by cudarc (`leak` in `drop`) but by `ncclMemFree`. Scratch, as above.
+        let slice = unsafe { stream.upgrade_device_ptr::<f32>(ptr as u64, len) };
+        Ok(Self { slice: ManuallyDrop::new(slice), nccl: Some(NcclMemory { comm, ptr, window: std::ptr::null_mut() }) })
+    }
+
+    /// Queues this rank's `ncclCommWindowRegister` of the buffer (inside a group).
+    fn register(&self, len: usize, window: &mut sys::ncclWindow_t) -> Result<()> {
+        let Some(memory) = &self.nccl else { return Ok(()) };
+        // SAFETY: `ptr` is this buffer's NCCL allocation of `len` f32 on the communicator's
+        // device; `window` lives until the group ends (the caller's).
+        unsafe { sys::ncclCommWindowRegister(memory.comm, memory.ptr, len * std::mem::size_of::<f32>(), window, WIN_COLL_SYMMETRIC) }.result()?;
+        Ok(())
+    }
+
+}
+
+impl Drop for GatherBuffer {
+    fn drop(&mut self) {
+        // SAFETY: taken once, here.
+        let slice = unsafe { ManuallyDrop::take(&mut self.slice) };
+        let Some(memory) = self.nccl.take() else {
+            drop(slice);
+            return;
+        };
+        // No stream uses the buffer any more (`GatherBuffers::release`, `CommState`'s drop),
+        // and the communicator outlives it (`CommState` drops its buffers first).
+        let _ = slice.stream().context().bind_to_thread();
+        let _ = slice.leak(); // NCCL's memory: freed below, not by cudarc
+        // SAFETY: this buffer's window on its communicator (null: none) and its NCCL
+        // allocation, each released once. Errors have nowhere to go in a drop.
+        unsafe {
+            let _: std::result::Result<_, NcclError> = sys::ncclCommWindowDeregister(memory.comm, memory.window).result();
+            let _: std::result::Result<_, NcclError> = sys::ncclMemFree(memory.ptr).result();
+        }
+    }
+}
