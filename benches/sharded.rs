@@ -9,8 +9,8 @@
 //!   would take in `2 GPUs, sharded` if the two did not slow each other;
 //! - `2 GPUs, gathered, c chunks, r SMs`: `ShardedLinear::forward_gathered`, the full output on
 //!   both devices, the gather of each row chunk overlapping the next chunk's GEMM (c = 1: none),
-//!   that GEMM leaving r SMs to NCCL (`with_comm_sms`; by default 0 when NCCL gathers on the
-//!   copy engines, 24 when with its kernels). The report names the engine NCCL used.
+//!   that GEMM leaving r SMs free for the gather and the block copies (`with_comm_sms`). The
+//!   report names the engine NCCL gathered with.
 //!
 //! A sample is `reps` back-to-back calls of one variant, then every device synchronised, timed on
 //! the host (calls of ≥ 1 ms, so launch costs are noise); rounds interleave the variants (each
@@ -21,7 +21,7 @@
 //! Run: `cargo bench --features nccl --bench sharded [-- FILTER]` with ids `sharded/reference`
 //! and `sharded/wide`; needs two devices and NCCL (`libnccl.so` on the library path, README).
 //! `GEMM_EPILOGUE_ROUNDS` (default 9), `GEMM_EPILOGUE_SHARDED_GATHERED` (the gathered variants,
-//! `chunks:sms,…`, where sms is a number or `auto`); NCCL's own variables (e.g. `NCCL_MAX_CTAS`) reach its communicators. Report: printed, and written to
+//! `chunks:sms,…`); NCCL's own variables (e.g. `NCCL_MAX_CTAS`) reach its communicators. Report: printed, and written to
 //! `$GEMM_EPILOGUE_BENCH_OUT` (default `target/sharded.md`). Without two devices or NCCL it prints
 //! `skipped:` and exits 0 (1 with `GEMM_EPILOGUE_REQUIRE_GPU=1`).
 
@@ -33,7 +33,7 @@ use std::time::Instant;
 
 use gemm_epilogue::cudarc::driver::{CudaSlice, CudaStream};
 use gemm_epilogue::testbed::reference::{element, HostMatrix, SplitMix64};
-use gemm_epilogue::{device_streams, nccl_library_present, FusedGemm, GatherEngine, Linear, Precision, ShardedLinear};
+use gemm_epilogue::{device_streams, nccl_library_present, FusedGemm, Linear, Precision, ShardedLinear};
 
 const SCALE: f32 = 0.5;
 const SHAPES: [(&str, usize, usize, usize); 2] = [("reference", 16384, 4096, 4096), ("wide", 16384, 16384, 8192)];
@@ -47,18 +47,16 @@ enum Variant {
     /// Device 0's shard alone, on device 0: what each device does in `Sharded`, without the other.
     OneShard,
     Sharded,
-    /// `comm_sms: None`: the layer's default for the engine NCCL gathers with.
-    Gathered { chunks: usize, comm_sms: Option<u32> },
+    Gathered { chunks: usize, comm_sms: u32 },
 }
 
-/// The gathered variants: (chunks, SMs left to NCCL); `GEMM_EPILOGUE_SHARDED_GATHERED` =
-/// `"c:r,c:r,…"` (r a number or `auto`) replaces them.
-const GATHERED: [(usize, Option<u32>); 5] = [(1, None), (4, None), (8, None), (16, None), (8, Some(24))];
+/// The gathered variants: (chunks, SMs left free); `GEMM_EPILOGUE_SHARDED_GATHERED` =
+/// `"c:r,c:r,…"` replaces them.
+const GATHERED: [(usize, u32); 7] = [(1, 24), (4, 24), (8, 24), (16, 24), (8, 0), (8, 12), (8, 36)];
 
-fn gathered() -> Vec<(usize, Option<u32>)> {
-    let sms = |r: &str| -> Option<Option<u32>> { if r == "auto" { Some(None) } else { r.parse().ok().map(Some) } };
-    let parse = |v: String| -> Option<Vec<(usize, Option<u32>)>> {
-        v.split(',').map(|p| p.split_once(':').and_then(|(c, r)| Some((c.trim().parse().ok()?, sms(r.trim())?)))).collect()
+fn gathered() -> Vec<(usize, u32)> {
+    let parse = |v: String| -> Option<Vec<(usize, u32)>> {
+        v.split(',').map(|p| p.split_once(':').and_then(|(c, r)| Some((c.trim().parse().ok()?, r.trim().parse().ok()?)))).collect()
     };
     std::env::var("GEMM_EPILOGUE_SHARDED_GATHERED").ok().and_then(parse).unwrap_or_else(|| GATHERED.to_vec())
 }
@@ -70,10 +68,9 @@ impl Variant {
             Variant::OneShard => "1 GPU, one shard (N/2) alone".into(),
             Variant::Sharded => "2 GPUs, sharded output (`forward`)".into(),
             Variant::Gathered { chunks, comm_sms } => {
-                let engine = layer.gather_engine().unwrap_or(GatherEngine::Kernels);
-                let sms = comm_sms.unwrap_or(engine.default_comm_sms());
+                let engine = layer.gather_engine().map_or("?".into(), |e| format!("{e:?}"));
                 let plural = if chunks == 1 { "" } else { "s" };
-                format!("2 GPUs, gathered output (`forward_gathered`), {chunks} chunk{plural}, NCCL on {engine:?}, {sms} SMs left to NCCL")
+                format!("2 GPUs, gathered output (`forward_gathered`), {chunks} chunk{plural}, NCCL on {engine}, {comm_sms} SMs left free")
             }
         }
     }

@@ -173,14 +173,14 @@ fn gather_buffers_grow_and_are_reused() {
     let base = HostLayer::random(1, k, n, &mut rng);
     let mut layer = ShardedLinear::from_host(&streams, Precision::Tf32, &base.w, Some(&base.b), k, n, SCALE).expect("from_host").with_gather_chunks(3);
     assert_eq!(layer.gather_engine(), None, "no gather yet");
-    for (rows, sms) in [(600, None), (1700, None), (600, None), (1700, Some(100)), (90, Some(0))] {
+    for (rows, sms) in [(600, 24), (1700, 24), (600, 24), (1700, 100), (90, 0)] {
         layer.set_comm_sms(sms);
         // Fresh inputs through the same layer.
         let l = HostLayer { rows, x: common::fill(rows * k, &mut rng, |r| r.sym(1.0)), w: base.w.clone(), b: base.b.clone(), k, n };
         let xs: Vec<_> = streams.iter().map(|s| s.clone_htod(&l.x).expect("x")).collect();
         let full = layer.forward_gathered(&xs, rows).expect("gathered");
         let first = host(&full[0]);
-        let what = format!("G = {devices}, {rows} rows, comm_sms {sms:?}");
+        let what = format!("G = {devices}, {rows} rows, comm_sms {sms}");
         l.check(&first, SCALE, &what);
         for (g, out) in full.iter().enumerate().skip(1) {
             assert_eq!(bits(&host(out)), bits(&first), "{what}: device {g} holds device 0's bits");

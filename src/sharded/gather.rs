@@ -7,9 +7,9 @@
 //! 1. on its compute stream, device g writes its chunk's shard as a dense block at the start
 //!    of block g of its own buffer (uneven shards leave the rest of a block unused);
 //! 2. on the communication streams, one in-place NCCL all-gather fills every device's buffer
-//!    with every block (on the copy engines where NCCL can: no SM is taken from the GEMM);
+//!    with every block (on the copy engines where NCCL can);
 //! 3. on the same streams, each block is copied into its columns of the output rows
-//!    (`cuMemcpy2DAsync`, the copy engines again).
+//!    (`cuMemcpy2DAsync`; a same-device copy needs SMs, hence `with_comm_sms`).
 //!
 //! Chunk c's steps 2–3 run while chunk c+1's GEMM runs on the compute stream. Each chunk has a
 //! buffer of its own (a separate allocation: cudarc orders uses per allocation, and a shared one
@@ -20,7 +20,6 @@ use std::ops::Range;
 
 use cudarc::driver::CudaSlice;
 
-use super::gather_buffers::GatherEngine;
 use super::{columns, CommState, ShardedLinear};
 use crate::driver::copy::{copy_block, BlockAt};
 use crate::error::Result;
@@ -48,7 +47,6 @@ impl ShardedLinear {
         let CommState { buffers, comms } = &mut *state;
         let compute: Vec<_> = self.shards.iter().map(|s| s.compute.clone()).collect();
         buffers.reserve(comms, &compute, devices * per * widest, chunks.len())?;
-        let engine = buffers.engine().unwrap_or(GatherEngine::Kernels);
 
         let mut outs = Vec::with_capacity(devices);
         for shard in &self.shards {
@@ -57,14 +55,14 @@ impl ShardedLinear {
         }
         for (c, chunk) in chunks.iter().enumerate() {
             let (rc, block) = (chunk.len(), chunk.len() * widest);
-            // 1. Each device's block of this chunk; after the first chunk, next to the previous
-            // chunk's gather (on fewer SMs where NCCL gathers with kernels).
+            // 1. Each device's block of this chunk; after the first chunk, on fewer SMs, next to
+            // the previous chunk's gather and block copies.
             for (g, shard) in self.shards.iter().enumerate() {
                 if let Some(linear) = &shard.linear {
                     let x = MatrixRef::new(xs[g].slice(chunk.start * k..chunk.end * k), rc, k);
                     let width = shard.columns.len();
                     let mine = buffers.buffer(c, g).slice_mut(g * block..g * block + rc * width);
-                    let gemm = if c == 0 { linear.gemm().clone() } else { self.overlapping(linear.gemm(), engine) };
+                    let gemm = if c == 0 { linear.gemm().clone() } else { self.overlapping(linear.gemm()) };
                     linear.forward_into_held(&gemm, &shard.compute, &x, &mut MatrixMut::new(mine, rc, width))?;
                 }
                 comms.rank(g).stream().join(&shard.compute)?;
@@ -96,10 +94,10 @@ impl ShardedLinear {
 }
 
 impl ShardedLinear {
-    /// `gemm` limited to the SMs a GEMM running next to a gather on `engine` gets.
-    fn overlapping(&self, gemm: &FusedGemm, engine: GatherEngine) -> FusedGemm {
+    /// `gemm` limited to the SMs a GEMM running next to a gather gets.
+    fn overlapping(&self, gemm: &FusedGemm) -> FusedGemm {
         let sms = gemm.device().sm_count;
-        match self.comm_sms(engine) {
+        match self.comm_sms() {
             0 => gemm.clone(),
             comm => gemm.with_sm_limit(NonZeroU32::new(sms.saturating_sub(comm).max(1))),
         }

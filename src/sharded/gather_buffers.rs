@@ -5,9 +5,10 @@
 //! collectives (NCCL ≥ 2.28), each buffer is NCCL memory (`ncclMemAlloc`) registered on every
 //! rank as a symmetric window (`ncclCommWindowRegister`, `NCCL_WIN_COLL_SYMMETRIC`): with the
 //! communicators' zero-CTA policy (`comms.rs`) the all-gather is then peer copies on the copy
-//! engines and leaves every SM to the GEMM it overlaps. NCCL registers no window where the
-//! devices cannot map each other's memory; the buffers then stay ordinary and NCCL gathers with
-//! its kernels, which need SMs of their own (`ShardedLinear::with_comm_sms`).
+//! engines and takes no SM from the GEMM it overlaps (the block copies that follow it still
+//! need some: `ShardedLinear::with_comm_sms`). NCCL registers no window where the devices
+//! cannot map each other's memory; the buffers then stay ordinary and NCCL gathers with its
+//! kernels, which need SMs of their own.
 
 use std::ffi::{c_int, c_void};
 use std::mem::ManuallyDrop;
@@ -23,24 +24,11 @@ use crate::linear::alloc_f32;
 /// How NCCL moves a gathered forward's blocks between devices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GatherEngine {
-    /// Peer copies on the copy engines (symmetric windows, NCCL ≥ 2.28): no SM is taken from
-    /// the GEMM running next to the gather.
+    /// Peer copies on the copy engines (symmetric windows, NCCL ≥ 2.28): the transfer takes no
+    /// SM from the GEMM running next to it.
     CopyEngines,
     /// NCCL's kernels: they need SMs while the next chunk's GEMM runs.
     Kernels,
-}
-
-impl GatherEngine {
-    /// SMs a device's GEMM leaves to NCCL by default while a gather on this engine overlaps it
-    /// ([`ShardedLinear::with_comm_sms`](super::ShardedLinear::with_comm_sms)): none for the
-    /// copy engines; for NCCL's kernels, the best measured on two H200s at 16384×16384×8192
-    /// (docs/BENCHMARKS.md, "Two GPUs").
-    pub fn default_comm_sms(self) -> u32 {
-        match self {
-            GatherEngine::CopyEngines => 0,
-            GatherEngine::Kernels => 24,
-        }
-    }
 }
 
 /// `NCCL_WIN_COLL_SYMMETRIC`: every rank's window has the same size and is used at the same

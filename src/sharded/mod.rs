@@ -54,8 +54,7 @@ pub struct ShardedLinear {
     scale: f32,
     precision: Precision,
     gather_chunks: usize,
-    /// `None`: by the gather engine ([`ShardedLinear::comm_sms`]).
-    comm_sms: Option<u32>,
+    comm_sms: u32,
     comm: Mutex<CommState>,
 }
 
@@ -94,9 +93,12 @@ pub fn device_streams(count: usize) -> Result<Vec<Arc<CudaStream>>> {
     (0..count).map(|g| Ok(crate::device::cuda_context(g)?.new_stream()?)).collect()
 }
 
-/// Default chunks of the gathered forward (see [`ShardedLinear::with_gather_chunks`]): the best
-/// measured on two H200s (docs/BENCHMARKS.md, "Two GPUs").
+/// Default chunks of the gathered forward (see [`ShardedLinear::with_gather_chunks`]) and SMs
+/// left free while a chunk's gather overlaps the next chunk's GEMM
+/// ([`ShardedLinear::with_comm_sms`]): the best of the pairs measured on two H200s on both
+/// shapes (docs/BENCHMARKS.md, "Two GPUs").
 const DEFAULT_GATHER_CHUNKS: usize = 8;
+const DEFAULT_COMM_SMS: u32 = 24;
 
 impl ShardedLinear {
     /// Splits a layer held on the host — `weight` (out_features × in_features, row-major, as in
@@ -275,25 +277,24 @@ impl ShardedLinear {
     pub fn set_gather_chunks(&mut self, chunks: usize) {
         self.gather_chunks = chunks.max(1);
     }
-    /// SMs each device leaves free while its GEMM runs next to a gather. By default, 0 when
-    /// NCCL gathers on the copy engines ([`GatherEngine::CopyEngines`]) and 24 when it gathers
-    /// with its kernels: a persistent GEMM holds every SM it is given until it ends, so NCCL's
-    /// kernels, which need SMs of their own, would otherwise wait for it and nothing would
-    /// overlap. Chunks after the first run with [`FusedGemm::with_sm_limit`]`(SMs − comm_sms)`;
-    /// 0 gives the GEMM every SM, and a value of SMs or more leaves it one. `None` restores the
-    /// default.
-    pub fn with_comm_sms(mut self, sms: Option<u32>) -> Self {
+    /// SMs each device leaves free while its GEMM runs next to a gather (default 24): a
+    /// persistent GEMM holds every SM it is given until it ends, and what runs beside it needs
+    /// SMs of its own: the copies that place the gathered blocks into the output (a same-device
+    /// copy waits for SMs, docs/BENCHMARKS.md, "Two GPUs") and, where NCCL cannot gather on the
+    /// copy engines, NCCL's kernels. Chunks after the first run with
+    /// [`FusedGemm::with_sm_limit`]`(SMs − comm_sms)`; 0 gives the GEMM every SM, and a value of
+    /// SMs or more leaves it one.
+    pub fn with_comm_sms(mut self, sms: u32) -> Self {
         self.set_comm_sms(sms);
         self
     }
     /// [`ShardedLinear::with_comm_sms`] in place.
-    pub fn set_comm_sms(&mut self, sms: Option<u32>) {
+    pub fn set_comm_sms(&mut self, sms: u32) {
         self.comm_sms = sms;
     }
-    /// SMs left to NCCL during an overlapped gather on `engine`: the value set, or the default
-    /// for that engine.
-    pub fn comm_sms(&self, engine: GatherEngine) -> u32 {
-        self.comm_sms.unwrap_or(engine.default_comm_sms())
+    /// SMs left free during an overlapped gather.
+    pub fn comm_sms(&self) -> u32 {
+        self.comm_sms
     }
     /// How NCCL gathered the last [`ShardedLinear::forward_gathered`] (`None` before the first):
     /// on the copy engines where the library (NCCL ≥ 2.28) and the devices (peer mappings)
@@ -374,7 +375,7 @@ impl ShardedLinear {
     /// The layer from its shards and their communicators.
     fn assemble(comms: Comms, shards: Vec<Shard>, in_features: usize, out_features: usize, scale: f32, precision: Precision) -> Self {
         let comm = Mutex::new(CommState { buffers: GatherBuffers::default(), comms });
-        Self { shards, in_features, out_features, scale, precision, gather_chunks: DEFAULT_GATHER_CHUNKS, comm_sms: None, comm }
+        Self { shards, in_features, out_features, scale, precision, gather_chunks: DEFAULT_GATHER_CHUNKS, comm_sms: DEFAULT_COMM_SMS, comm }
     }
 
     /// `xs`: one dense `rows × in_features` input per device, on that device. Zero rows never
