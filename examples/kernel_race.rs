@@ -5,7 +5,10 @@
 //! Run: `cargo run --release --example kernel_race -- M N K KERNEL...` with kernel names as
 //! `Kernel`'s Debug form (e.g. `Sm90Pingpong128x128 Sm90Pingpong128x128Trunc`); several shapes:
 //! `M,N,K` triples separated by `/`. Prints one markdown row per kernel and shape.
+//! `GEMM_EPILOGUE_SM_LIMITS=a,b,…` races each kernel under each SM limit as well
+//! (`FusedGemm::with_sm_limit`; 0 = none): a split-K or stream-K plan then spreads over fewer CTAs.
 
+use std::num::NonZeroU32;
 use std::process::ExitCode;
 
 use gemm_epilogue::testbed::reference::SplitMix64 as Rng;
@@ -26,10 +29,15 @@ fn main() -> ExitCode {
         })
         .collect();
     let kernels: Option<Vec<Kernel>> = names.iter().map(|n| Kernel::ALL.into_iter().find(|k| format!("{k:?}") == *n)).collect();
-    let (Some(shapes), Some(kernels)) = (shapes, kernels) else {
-        eprintln!("bad shape or kernel name");
+    let limits: Option<Vec<u32>> = match std::env::var("GEMM_EPILOGUE_SM_LIMITS") {
+        Ok(v) => v.split(',').map(|l| l.trim().parse().ok()).collect(),
+        Err(_) => Some(vec![0]),
+    };
+    let (Some(shapes), Some(kernels), Some(limits)) = (shapes, kernels, limits) else {
+        eprintln!("bad shape, kernel name or GEMM_EPILOGUE_SM_LIMITS");
         return ExitCode::from(2);
     };
+    let kernels: Vec<(Kernel, u32)> = kernels.iter().flat_map(|&k| limits.iter().map(move |&l| (k, l))).collect();
     let ctx = match cuda_context(0) {
         Ok(c) => c,
         Err(e) => {
@@ -46,10 +54,10 @@ fn main() -> ExitCode {
     }
 }
 
-fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes: &[(usize, usize, usize)], kernels: &[Kernel]) -> testbed::Result<()> {
+fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes: &[(usize, usize, usize)], kernels: &[(Kernel, u32)]) -> testbed::Result<()> {
     let stream = ctx.default_stream();
     let base = FusedGemm::new(ctx)?;
-    println!("| M×N×K | kernel | precision | median ms | / first |\n|---|---|---|---:|---:|");
+    println!("| M×N×K | kernel | SM limit | precision | grid, stream-K | median ms | / first |\n|---|---|---:|---|---|---:|---:|");
     for &(m, n, k) in shapes {
         let mut rng = Rng::new((m * 31 + n * 17 + k) as u64);
         let x = stream.clone_htod(&(0..m * k).map(|_| rng.unit()).collect::<Vec<f32>>())?;
@@ -59,27 +67,29 @@ fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes
         let (xr, wr) = (MatrixRef::from_slice(&x, m, k), MatrixRef::from_slice(&w, n, k));
         // Each kernel's handle, its prepared weight and its workspace (stream-K), made once.
         let mut setups = Vec::new();
-        for &kernel in kernels {
-            let gemm = base.with_precision(kernel.precision()).with_dispatch(Dispatch::Force(kernel));
+        for &(kernel, limit) in kernels {
+            let gemm = base.with_precision(kernel.precision()).with_dispatch(Dispatch::Force(kernel)).with_sm_limit(NonZeroU32::new(limit));
             let pw = gemm.prepare_weight(&stream, &wr)?;
             let len = gemm.workspace_len(&stream, &xr, &pw)?;
             let ws = stream.alloc_zeros::<f32>(len.max(1))?;
-            setups.push((gemm, pw, ws));
+            setups.push((gemm, pw, ws, None));
         }
         let t = timing::interleaved(ctx, &stream, setups.len(), |_| false, 20, 20.0, |i| {
-            let (gemm, pw, ws) = &mut setups[i];
+            let (gemm, pw, ws, plan) = &mut setups[i];
             let mut o = MatrixMut::from_slice(&mut out, m, n);
-            gemm.run_with_workspace(&stream, &xr, pw, Some(&b.as_view()), 0.5, &mut o, &mut ws.as_view_mut())?;
+            *plan = gemm.run_with_workspace(&stream, &xr, pw, Some(&b.as_view()), 0.5, &mut o, &mut ws.as_view_mut())?;
             Ok(())
         })?;
         let first = t.median_ms[0];
-        for (i, kernel) in kernels.iter().enumerate() {
+        for (i, (kernel, limit)) in kernels.iter().enumerate() {
             let ms = t.median_ms[i];
             let ratio = match (ms, first) {
                 (Some(a), Some(f)) => format!("{:.3}", a / f),
                 _ => "n/a".into(),
             };
-            println!("| {m}×{n}×{k} | {kernel:?} | {:?} | {} | {ratio} |", kernel.precision(), ms.map_or("n/a".into(), |v| format!("{v:.5}")));
+            let limit = if *limit == 0 { "–".to_string() } else { limit.to_string() };
+            let plan = setups[i].3.map_or("–".into(), |p| format!("{}, {} tiles over {} CTAs", p.grid, p.stream_k_tiles, p.stream_k_ctas));
+            println!("| {m}×{n}×{k} | {kernel:?} | {limit} | {:?} | {plan} | {} | {ratio} |", kernel.precision(), ms.map_or("n/a".into(), |v| format!("{v:.5}")));
         }
     }
     Ok(())
