@@ -557,7 +557,7 @@ fn stream_k_shapes_clusters_and_cooperative() {
         (Kernel::Sm90Pingpong128x128Cluster2Trunc, 300, 520, 512, 10),
         (Kernel::Sm90Pingpong128x128Cluster2Trunc, 45061, 520, 96, 27),     // 885 = 13 waves of 66 + 27
         (Kernel::Sm90Pingpong64x128Trunc, 1, 4096, 4096, 32),               // 32 tiles of 64×128, 4 CTAs a tile
-        (Kernel::Sm90Pingpong64x128Trunc, 129, 1000, 2048, 24),             // 24 tiles, 5 CTAs a tile, M and N tails
+        (Kernel::Sm90Pingpong64x128Trunc, 129, 1000, 2600, 24),             // 24 tiles, 5 CTAs a tile (82 k-blocks, the last partial), M and N tails
         (Kernel::Sm90Pingpong64x128Trunc, 40000, 520, 320, 89),             // 3125 tiles = 23 waves + 89: those 89
         (Kernel::Sm90Pingpong64x128Trunc, 17216, 512, 256, 152),            // 1076 = 8 waves + 20: with the wave before
         (Kernel::Sm90Pingpong64x64Trunc, 1, 4096, 4096, 64),                // 64 tiles of 64×64, 2 CTAs a tile

@@ -11,6 +11,13 @@ use crate::kernels::Kernel;
 /// Least k-blocks per CTA for which splitting a tile along K is worth a partial-tile round trip.
 const SPLIT_K_MIN_BLOCKS: u64 = 8;
 
+/// TMA split-K: a tile is cut into more than SPLIT_K_FEW_PARTS parts only if each part keeps at
+/// least SPLIT_K_LONG_BLOCKS k-blocks. A finisher adds its parts − 1 partials after the others
+/// are done, so past a few parts each further one costs more than the shorter mainloop saves
+/// (64×768×3072: 11 parts took 1.09× the time of 6; docs/BENCHMARKS.md, "Small M: fewer parts").
+const SPLIT_K_FEW_PARTS: u64 = 4;
+const SPLIT_K_LONG_BLOCKS: u64 = 16;
+
 /// Least full waves of tiles before the last, partial wave is worth sharing (fewer waves were
 /// slower with a shared tail than without: docs/BENCHMARKS.md).
 const STREAM_K_MIN_WAVES: u64 = 8;
@@ -62,10 +69,10 @@ pub(crate) fn partial_tile_len(kernel: Kernel) -> usize {
 
 /// Stream-K for `kernel` on `s`, when `room` f32 elements of workspace hold it; else None.
 /// - Fewer tiles than a wave: split-K, every tile shared along K (at least SPLIT_K_MIN_BLOCKS
-///   k-blocks per CTA). TMA kernels cut every tile into the same whole number of parts, and
-///   none with more than half a wave of tiles (spreading more tiles over a wave, or cutting them
-///   unevenly, measured slower: docs/BENCHMARKS.md); mma.sync kernels spread the tiles over a
-///   wave of CTAs.
+///   k-blocks per CTA). TMA kernels cut every tile into the same whole number of parts (more
+///   than SPLIT_K_FEW_PARTS only with SPLIT_K_LONG_BLOCKS k-blocks each), and none with more
+///   than half a wave of tiles (spreading more tiles over a wave, or cutting them unevenly,
+///   measured slower: docs/BENCHMARKS.md); mma.sync kernels spread the tiles over a wave of CTAs.
 /// - At least STREAM_K_MIN_WAVES full waves and a partial last one: the tiles of the last wave
 ///   (plus one full wave when it is less than a quarter full) are shared along K by a wave of
 ///   CTAs, so that the last wave does not keep a few SMs busy while the rest idle.
@@ -91,7 +98,8 @@ pub(crate) fn plan(device: &DeviceInfo, occupancy: &Occupancy, kernel: Kernel, s
     let k_blocks = (s.k as u64).div_ceil(spec.tile_k as u64);
     let (ctas, tiles) = if t < wave && spec.family == Family::TmaWgmma {
         // Whole splits: no CTA straddles two tiles, and each finisher adds splits - 1 partials.
-        let splits = (wave / t).min(k_blocks / SPLIT_K_MIN_BLOCKS);
+        let most = (k_blocks / SPLIT_K_MIN_BLOCKS).min(SPLIT_K_FEW_PARTS.max(k_blocks / SPLIT_K_LONG_BLOCKS));
+        let splits = (wave / t).min(most);
         if splits < 2 {
             return None;
         }
@@ -132,6 +140,15 @@ mod tests {
         assert_eq!(plan(&d, &o, pp, shape(1, 4096, 4096), usize::MAX), Some(StreamK { ctas: 128, tiles: 32 }));
         // 15 tiles × 16 k-blocks: 2 parts each.
         assert_eq!(plan(&d, &o, pp, shape(300, 520, 512), usize::MAX), Some(StreamK { ctas: 30, tiles: 15 }));
+        // Few tiles, moderate K: parts of at least 16 k-blocks once there are more than 4
+        // (12 tiles of 64×64 × 96 k-blocks: 6 parts, not the 11 a wave would allow; 16 tiles ×
+        // 64 k-blocks: 4, not 8; 16 tiles × 32 k-blocks: 4, at 8 k-blocks each).
+        let p64 = Kernel::Sm90Pingpong64x64Trunc;
+        assert_eq!(plan(&d, &o, p64, shape(64, 768, 3072), usize::MAX), Some(StreamK { ctas: 72, tiles: 12 }));
+        assert_eq!(plan(&d, &o, p64, shape(64, 1024, 2048), usize::MAX), Some(StreamK { ctas: 64, tiles: 16 }));
+        assert_eq!(plan(&d, &o, p64, shape(64, 1024, 1024), usize::MAX), Some(StreamK { ctas: 64, tiles: 16 }));
+        // Long K keeps the wave: 12 tiles × 256 k-blocks, 11 parts of 23.
+        assert_eq!(plan(&d, &o, p64, shape(64, 768, 8192), usize::MAX), Some(StreamK { ctas: 132, tiles: 12 }));
         // Too little K to split: 15 tiles × 2 k-blocks.
         assert_eq!(plan(&d, &o, pp, shape(300, 520, 64), usize::MAX), None);
         // More than half a wave of tiles: no split.
