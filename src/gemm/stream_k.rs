@@ -14,7 +14,7 @@ const SPLIT_K_MIN_BLOCKS: u64 = 8;
 /// TMA split-K: a tile is cut into more than SPLIT_K_FEW_PARTS parts only if each part keeps at
 /// least SPLIT_K_LONG_BLOCKS k-blocks. A finisher adds its parts − 1 partials after the others
 /// are done, so past a few parts each further one costs more than the shorter mainloop saves
-/// (64×768×3072: 11 parts took 1.09× the time of 6; docs/BENCHMARKS.md, "Small M: fewer parts").
+/// (measured on six M ≤ 64 shapes: docs/BENCHMARKS.md, "Small M: fewer parts").
 const SPLIT_K_FEW_PARTS: u64 = 4;
 const SPLIT_K_LONG_BLOCKS: u64 = 16;
 
