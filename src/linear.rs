@@ -198,9 +198,16 @@ impl Linear {
 /// # Safety
 /// The memory is uninitialised: the caller writes it before anything reads it.
 pub(crate) unsafe fn alloc_f32(stream: &Arc<CudaStream>, len: usize, what: &'static str) -> Result<CudaSlice<f32>> {
+    f32_bytes(len, what)?;
+    Ok(stream.alloc::<f32>(len)?)
+}
+
+/// The bytes of `len` f32, or [`Error::DimensionTooLarge`] (naming `what`) past what one
+/// allocation may hold (`isize::MAX` bytes).
+pub(crate) fn f32_bytes(len: usize, what: &'static str) -> Result<usize> {
     const MAX: usize = isize::MAX as usize / std::mem::size_of::<f32>();
     if len > MAX {
         return Err(Error::DimensionTooLarge { what, value: len, max: MAX });
     }
-    Ok(stream.alloc::<f32>(len)?)
+    Ok(len * std::mem::size_of::<f32>())
 }

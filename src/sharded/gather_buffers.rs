@@ -19,7 +19,7 @@ use cudarc::nccl::{result::NcclError, sys};
 
 use super::comms::Comms;
 use crate::error::Result;
-use crate::linear::alloc_f32;
+use crate::linear::{alloc_f32, f32_bytes};
 
 /// How NCCL moves a gathered forward's blocks between devices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +30,9 @@ pub enum GatherEngine {
     /// NCCL's kernels: they need SMs while the next chunk's GEMM runs.
     Kernels,
 }
+
+/// What a gather buffer's size counts, for the error that refuses one too large.
+const BUFFER: &str = "gather buffer (ranks · rows per chunk · widest shard, bytes)";
 
 /// `NCCL_WIN_COLL_SYMMETRIC`: every rank's window has the same size and is used at the same
 /// offsets.
@@ -141,17 +144,13 @@ impl GatherBuffer {
     fn stream_ordered(stream: &Arc<CudaStream>, len: usize) -> Result<Self> {
         // SAFETY: scratch: each chunk's blocks are written (GEMM, all-gather) before they are
         // read (all-gather, block copies), in stream order.
-        let slice = unsafe { alloc_f32(stream, len, "gather buffer (ranks · rows per chunk · widest shard, bytes)") }?;
+        let slice = unsafe { alloc_f32(stream, len, BUFFER) }?;
         Ok(Self { slice: ManuallyDrop::new(slice), nccl: None })
     }
 
     /// `ncclMemAlloc` on the device of `stream`, owned by `stream` from then on.
     fn nccl(comm: sys::ncclComm_t, stream: &Arc<CudaStream>, len: usize) -> Result<Self> {
-        let bytes = len.checked_mul(std::mem::size_of::<f32>()).filter(|&b| b <= isize::MAX as usize).ok_or(crate::error::Error::DimensionTooLarge {
-            what: "gather buffer (ranks · rows per chunk · widest shard, bytes)",
-            value: len,
-            max: isize::MAX as usize / std::mem::size_of::<f32>(),
-        })?;
+        let bytes = f32_bytes(len, BUFFER)?;
         stream.context().bind_to_thread()?;
         let mut ptr: *mut c_void = std::ptr::null_mut();
         // SAFETY: `ptr` outlives the call; NCCL allocates on the current (bound) device.
@@ -167,10 +166,9 @@ impl GatherBuffer {
         let Some(memory) = &self.nccl else { return Ok(()) };
         // SAFETY: `ptr` is this buffer's NCCL allocation of `len` f32 on the communicator's
         // device; `window` lives until the group ends (the caller's).
-        unsafe { sys::ncclCommWindowRegister(memory.comm, memory.ptr, len * std::mem::size_of::<f32>(), window, WIN_COLL_SYMMETRIC) }.result()?;
+        unsafe { sys::ncclCommWindowRegister(memory.comm, memory.ptr, f32_bytes(len, BUFFER)?, window, WIN_COLL_SYMMETRIC) }.result()?;
         Ok(())
     }
-
 }
 
 impl Drop for GatherBuffer {
@@ -185,10 +183,12 @@ impl Drop for GatherBuffer {
         // and the communicator outlives it (`CommState` drops its buffers first).
         let _ = slice.stream().context().bind_to_thread();
         let _ = slice.leak(); // NCCL's memory: freed below, not by cudarc
-        // SAFETY: this buffer's window on its communicator (null: none) and its NCCL
-        // allocation, each released once. Errors have nowhere to go in a drop.
+        // SAFETY: this buffer's window on its communicator (where NCCL registered one) and its
+        // NCCL allocation, each released once. Errors have nowhere to go in a drop.
         unsafe {
-            let _: std::result::Result<_, NcclError> = sys::ncclCommWindowDeregister(memory.comm, memory.window).result();
+            if !memory.window.is_null() {
+                let _: std::result::Result<_, NcclError> = sys::ncclCommWindowDeregister(memory.comm, memory.window).result();
+            }
             let _: std::result::Result<_, NcclError> = sys::ncclMemFree(memory.ptr).result();
         }
     }
