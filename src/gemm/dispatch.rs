@@ -130,17 +130,24 @@ fn preference(size: Size, aligned_rows: bool, precision: Precision) -> &'static 
 }
 
 /// Most elements of W (N·K) for which Auto runs a skinny kernel, by the X rows it holds: up to
-/// 2²⁴ (64 MiB) for M ≤ 8 and 2²² for M ≤ 16. Beyond them the TMA kernels stream W faster
-/// (docs/BENCHMARKS.md, "Decoding sizes: the skinny kernels"): the skinny kernels' gain is
-/// latency, on a W that fits in L2.
-const SKINNY_MAX_W: [(usize, u64); 2] = [(8, 1 << 24), (16, 1 << 22)];
+/// 3·2²² (48 MiB) for M ≤ 8 and 2²² for M ≤ 16. Beyond them the TMA kernels stream W faster
+/// (docs/BENCHMARKS.md, "Decoding sizes: the skinny kernels", and for M ≤ 8 "Small M: no split
+/// from 64 tiles": 64 unsplit 64×64 tiles took 0.91–0.97× the skinny kernel's time at
+/// 1–8×4096×4096): the skinny kernels' gain is latency, on a W that stays in L2.
+const SKINNY_MAX_W: [(usize, u64); 2] = [(8, 3 << 22), (16, 1 << 22)];
+
+/// [`SKINNY_MAX_W`]'s M ≤ 8 limit for `Tf32x3`, whose TMA alternative (the 64×128 kernel, three
+/// wgmmas per k-step) was not raced against the skinny build on W past 2²²: the limit it was
+/// chosen with, 2²⁴.
+const SKINNY_MAX_W_TF32X3_ROWS8: u64 = 1 << 24;
 
 /// Auto's skinny kernel for a call, tried before [`preference`]'s (sm_90, M ≤ 16, a W small
 /// enough: [`SKINNY_MAX_W`]); empty when none applies. Each precision has its build.
 fn skinny_preference(s: Shape, device: &DeviceInfo, precision: Precision) -> &'static [Kernel] {
     use Kernel::*;
     let w = (s.n as u64).saturating_mul(s.k as u64);
-    let Some(&(rows, _)) = SKINNY_MAX_W.iter().find(|&&(rows, max_w)| s.m <= rows && w <= max_w) else { return &[] };
+    let max_w = |rows: usize, max_w: u64| if rows == 8 && precision == Precision::Tf32x3 { SKINNY_MAX_W_TF32X3_ROWS8 } else { max_w };
+    let Some(&(rows, _)) = SKINNY_MAX_W.iter().find(|&&(rows, limit)| s.m <= rows && w <= max_w(rows, limit)) else { return &[] };
     if !device.is_hopper() {
         return &[];
     }

@@ -392,8 +392,8 @@ fn auto_picks_the_cooperative_cluster_kernel_for_at_least_three_waves() {
         let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
         assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong128x128Trunc, 1), "{m}×{n}×{k}");
     }
-    // At most one wave (132) of 64×64 tiles: the 64×64 ping-pong (below 17 rows with a W just
-    // past the skinny kernels' 2²⁴ elements); else of 64×128 tiles: the 64×128 one.
+    // At most one wave (132) of 64×64 tiles: the 64×64 ping-pong (below 17 rows with a W past
+    // the skinny kernels' 3·2²² elements); else of 64×128 tiles: the 64×128 one.
     for (m, n, k) in [(1, 4096, 4100), (17, 4096, 4096), (128, 4096, 4096), (64, 8192, 64), (257, 129, 4096), (300, 1024, 512)] {
         let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
         assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong64x64Trunc, 1), "{m}×{n}×{k}");
@@ -503,12 +503,12 @@ fn decoding_sizes_take_the_skinny_kernels_on_sm_90() {
     use Precision::{Tf32 as Nearest, Tf32Truncated as Truncate, Tf32x3};
     let a = |k| (ALIGNED, k);
     let auto = |d: &Dev, r, m, n, k| select_kernel(d, Dispatch::Auto, r, shape(m, n, k), a(k), a(k), 0).unwrap();
-    // M ≤ 8 up to 2²⁴ elements of W, M ≤ 16 up to 2²²; each precision its build, nothing
+    // M ≤ 8 up to 3·2²² elements of W, M ≤ 16 up to 2²²; each precision its build, nothing
     // repacked, no stream-K, no workspace; what the kernel does is what the plan says.
     for (m, n, k, kernel) in [
         (1, 768, 3072, Kernel::Sm90Skinny8x16),
-        (8, 4096, 4096, Kernel::Sm90Skinny8x16),
-        (1, 4096, 4096, Kernel::Sm90Skinny8x16),
+        (8, 3072, 4096, Kernel::Sm90Skinny8x16),
+        (1, 4096, 3072, Kernel::Sm90Skinny8x16),
         (9, 1024, 1024, Kernel::Sm90Skinny16x16),
         (16, 768, 3072, Kernel::Sm90Skinny16x16),
     ] {
@@ -522,10 +522,15 @@ fn decoding_sizes_take_the_skinny_kernels_on_sm_90() {
     }
     // The split: 48 clusters of 16 rows × 3 CTAs fill 132 SMs.
     assert_eq!(auto(&H200(), Nearest, 1, 768, 3072).cluster, 3);
-    // Past the limits: the TMA kernels.
-    for (m, n, k) in [(17, 768, 3072), (9, 4096, 4096), (1, 8192, 4096)] {
+    // Past the limits: the TMA kernels (at 1×4096×4096 the 64×64 tiles, unsplit)...
+    for (m, n, k) in [(17, 768, 3072), (9, 4096, 4096), (1, 8192, 4096), (1, 4096, 4096), (8, 4096, 3076)] {
         assert_eq!(auto(&H200(), Nearest, m, n, k).kernel.family(), Family::TmaWgmma, "{m}×{n}×{k}");
     }
+    let p = select_kernel(&H200(), Dispatch::Auto, Nearest, shape(1, 4096, 4096), a(4096), a(4096), usize::MAX).unwrap();
+    assert_eq!((p.kernel, p.grid, p.stream_k_tiles), (Kernel::Sm90Pingpong64x64Trunc, 64, 0));
+    // ...except Tf32x3, whose skinny build keeps W up to 2²⁴ for M ≤ 8.
+    assert_eq!(auto(&H200(), Tf32x3, 8, 4096, 4096).kernel, Kernel::Sm90Skinny8x16Tf32x3);
+    assert_ne!(auto(&H200(), Tf32x3, 1, 4096, 4100).kernel.family(), Family::Skinny);
     // Not on sm_80, and not on operands it would have to repack (unaligned X: the scalar mma.sync
     // kernel, as before; with a workspace, still no skinny plan).
     assert_eq!(auto(&A100(), Nearest, 1, 768, 3072).kernel, Kernel::Sm80Mma64x64Vec4);
