@@ -491,7 +491,8 @@ fn stream_k_shapes() {
         (1, 4096, 4000, 32),        // 4 CTAs a tile, 125 k-blocks: CTAs straddle tiles
         (129, 1000, 2048, 16),      // 16 tiles, M and N tails
         (300, 520, 512, 15),        // 15 tiles, 2 CTAs a tile
-        (64, 8192, 680, 64),        // 64 tiles, 2 CTAs a tile, 22 k-blocks (the last one partial)
+        (64, 8064, 680, 63),        // 63 tiles, 2 CTAs a tile, 22 k-blocks (the last one partial)
+        (64, 8192, 680, 0),         // 64 tiles: no split (SPLIT_K_MAX_TILES), though half a wave allows 2 parts
         (384, 4096, 1024, 0),       // 96 tiles, more than half a wave: one CTA a tile
         (1280, 1792, 1024, 0),      // 140 tiles: plain persistent
         (4096, 4096, 4096, 0),      // 1024 tiles, 7 waves: plain persistent
@@ -560,7 +561,7 @@ fn stream_k_shapes_clusters_and_cooperative() {
         (Kernel::Sm90Pingpong64x128Trunc, 129, 1000, 2600, 24),             // 24 tiles, 5 CTAs a tile (82 k-blocks, the last partial), M and N tails
         (Kernel::Sm90Pingpong64x128Trunc, 40000, 520, 320, 89),             // 3125 tiles = 23 waves + 89: those 89
         (Kernel::Sm90Pingpong64x128Trunc, 17216, 512, 256, 152),            // 1076 = 8 waves + 20: with the wave before
-        (Kernel::Sm90Pingpong64x64Trunc, 1, 4096, 4096, 64),                // 64 tiles of 64×64, 2 CTAs a tile
+        (Kernel::Sm90Pingpong64x64Trunc, 1, 4032, 4096, 63),                // 63 tiles of 64×64, 2 CTAs a tile
         (Kernel::Sm90Pingpong64x64Trunc, 100, 1000, 2048, 32),              // 32 tiles, 4 CTAs a tile, M and N tails
     ];
     for (i, &(kernel, m, n, k, sk)) in cases.iter().enumerate() {

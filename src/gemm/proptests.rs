@@ -210,11 +210,12 @@ fn check_plan(c: &Case) -> Result<(), TestCaseError> {
         prop_assert_eq!(l.sync.unwrap().offset % 2, 0, "u64 words 8-byte aligned");
         prop_assert!(s.k > 0);
         prop_assert!(plan.stream_k_ctas <= dev.occ.wave(&dev.info, k), "more stream-K CTAs than a wave");
-        // TMA split-K (every tile shared): fewer than 64 tiles, whole parts of at least 8
-        // k-blocks each, and more than 4 only at 16 or more each (stream_k::plan).
+        // TMA split-K (every tile shared): fewer than 64 tiles or more than 256 k-blocks, whole
+        // parts of at least 8 k-blocks each, and more than 4 only at 16 or more each
+        // (stream_k::plan).
         if k.family() == Family::TmaWgmma && plan.stream_k_tiles as u64 == s.cluster_tiles(k) {
-            prop_assert!(plan.stream_k_tiles < 64, "{} tiles split", plan.stream_k_tiles);
             let (parts, k_blocks) = (plan.stream_k_ctas / plan.stream_k_tiles, s.k.div_ceil(k.spec().tile_k as usize) as u32);
+            prop_assert!(plan.stream_k_tiles < 64 || k_blocks > 256, "{} tiles of {} k-blocks split", plan.stream_k_tiles, k_blocks);
             prop_assert_eq!(plan.stream_k_ctas % plan.stream_k_tiles, 0, "whole parts");
             prop_assert!(parts >= 2 && parts * 8 <= k_blocks, "{} parts of {} k-blocks", parts, k_blocks);
             prop_assert!(parts <= 4 || parts * 16 <= k_blocks, "{} parts of {} k-blocks", parts, k_blocks);

@@ -18,13 +18,16 @@ const SPLIT_K_MIN_BLOCKS: u64 = 8;
 const SPLIT_K_FEW_PARTS: u64 = 4;
 const SPLIT_K_LONG_BLOCKS: u64 = 16;
 
-/// TMA split-K: no tile is split from this many tiles on. 64 CTAs of one tile each already keep
-/// the H200's memory busy (cuBLAS itself runs 64 CTAs at 16×4096×4096), so the second half of a
-/// wave that a 2-part split would add brings partial round trips, not bandwidth: with 64 tiles of
-/// 64×64 the split took 1.10–1.18× the unsplit time at K = 1024–4096 on a W read from HBM and
-/// tied at K = 11008 and 14336; only on a W that stays in L2 between calls (4096×2048) did the
-/// split win, by 3 % (docs/BENCHMARKS.md, "Small M: no split from 64 tiles").
+/// TMA split-K: no tile is split from SPLIT_K_MAX_TILES tiles on, unless K is long (more than
+/// SPLIT_K_SHORT_BLOCKS k-blocks). 64 CTAs of one tile each already keep the H200's memory busy
+/// (cuBLAS itself runs 64 CTAs at 16×4096×4096), so the second half of a wave that a 2-part
+/// split adds brings partial round trips, not bandwidth: with 64 tiles of 64×64 the split took
+/// 1.10–1.18× the unsplit time at K = 1024–4096 (on a W that stays in L2 between calls,
+/// 4096×2048, it won by 3 %). At K = 11008 and 14336 the split still came out 0–2 % ahead, its
+/// hand-off small against each half's mainloop (docs/BENCHMARKS.md, "Small M: no split from 64
+/// tiles").
 const SPLIT_K_MAX_TILES: u64 = 64;
+const SPLIT_K_SHORT_BLOCKS: u64 = 256;
 
 /// Least full waves of tiles before the last, partial wave is worth sharing (fewer waves were
 /// slower with a shared tail than without: docs/BENCHMARKS.md).
@@ -78,8 +81,8 @@ pub(crate) fn partial_tile_len(kernel: Kernel) -> usize {
 /// Stream-K for `kernel` on `s`, when `room` f32 elements of workspace hold it; else None.
 /// - Fewer tiles than a wave: split-K, every tile shared along K (at least SPLIT_K_MIN_BLOCKS
 ///   k-blocks per CTA). TMA kernels cut every tile into the same whole number of parts (more
-///   than SPLIT_K_FEW_PARTS only with SPLIT_K_LONG_BLOCKS k-blocks each), and none from
-///   SPLIT_K_MAX_TILES tiles on, or with more than half a wave of them (spreading more tiles over
+///   than SPLIT_K_FEW_PARTS only with SPLIT_K_LONG_BLOCKS k-blocks each), none from
+///   SPLIT_K_MAX_TILES tiles on unless K is long, and none with more than half a wave of them (spreading more tiles over
 ///   a wave, or cutting them unevenly, measured slower: docs/BENCHMARKS.md); mma.sync kernels
 ///   spread the tiles over a wave of CTAs.
 /// - At least STREAM_K_MIN_WAVES full waves and a partial last one: the tiles of the last wave
@@ -108,7 +111,7 @@ pub(crate) fn plan(device: &DeviceInfo, occupancy: &Occupancy, kernel: Kernel, s
     let (ctas, tiles) = if t < wave && spec.family == Family::TmaWgmma {
         // Whole splits: no CTA straddles two tiles, and each finisher adds splits - 1 partials.
         let most = (k_blocks / SPLIT_K_MIN_BLOCKS).min(SPLIT_K_FEW_PARTS.max(k_blocks / SPLIT_K_LONG_BLOCKS));
-        let splits = if t >= SPLIT_K_MAX_TILES { 1 } else { (wave / t).min(most) };
+        let splits = if t >= SPLIT_K_MAX_TILES && k_blocks <= SPLIT_K_SHORT_BLOCKS { 1 } else { (wave / t).min(most) };
         if splits < 2 {
             return None;
         }
@@ -163,10 +166,13 @@ mod tests {
         // More than half a wave of tiles: no split.
         assert_eq!(plan(&d, &o, pp, shape(512, 4096, 4096), usize::MAX), None);
         // 64 tiles or more: no split, though half a wave would allow 2 parts (16×4096×4096 in
-        // 64×64 tiles); 63 tiles still split in 2.
+        // 64×64 tiles, up to 256 k-blocks); 63 tiles still split in 2, and so does a longer K.
         assert_eq!(plan(&d, &o, p64, shape(16, 4096, 4096), usize::MAX), None);
+        assert_eq!(plan(&d, &o, p64, shape(16, 4096, 8192), usize::MAX), None);
         assert_eq!(plan(&d, &o, p64, shape(256, 1024, 1024), usize::MAX), None);
         assert_eq!(plan(&d, &o, p64, shape(16, 4032, 4096), usize::MAX), Some(StreamK { ctas: 126, tiles: 63 }));
+        assert_eq!(plan(&d, &o, p64, shape(16, 4096, 8193), usize::MAX), Some(StreamK { ctas: 128, tiles: 64 }));
+        assert_eq!(plan(&d, &o, p64, shape(1, 4096, 11008), usize::MAX), Some(StreamK { ctas: 128, tiles: 64 }));
         // So many tiles that tickets would not fit their 24 bits: none (2^28 tiles of 64×64,
         // a partial last wave after far more than 8 full ones).
         let big = shape(1 << 20, 1 << 20, 64);
