@@ -274,7 +274,7 @@ kernel_table! {
     Sm90Pingpong64x128Tf32x3 => wgmma("ge_sm90_pingpong_64x128x32_s4_x3", Schedule::Pingpong, [GE_SM90_PINGPONG_64X128_X3_TILE_M, GE_SM90_PINGPONG_64X128_X3_TILE_N, GE_SM90_PINGPONG_64X128_X3_TILE_K, GE_SM90_PINGPONG_64X128_X3_STAGES, GE_SM90_PINGPONG_64X128_X3_THREADS, GE_SM90_PINGPONG_64X128_X3_SMEM_BYTES], 1, Precision::Tf32x3);
     /// Skinny, X rows 0..8 against 16 rows of W per CTA, 8 warps each with a 4-step ring of
     /// 32-wide k-steps (sm_90, M ≤ 8): operands rounded to nearest in registers. Auto's kernel
-    /// for M ≤ 8 while W is at most 2²⁴ elements (docs/TILING.md, "Skinny").
+    /// for M ≤ 8 while W is at most 3·2²² elements (docs/TILING.md, "Skinny").
     Sm90Skinny8x16 => skinny("ge_sm90_skinny_8x16x32_s4", [GE_SKINNY_8X16_TILE_M, GE_SKINNY_8X16_TILE_N, GE_SKINNY_8X16_TILE_K, GE_SKINNY_8X16_STAGES, GE_SKINNY_8X16_THREADS, GE_SKINNY_8X16_SMEM_BYTES], Precision::Tf32);
     /// [`Kernel::Sm90Skinny8x16`] passing fp32 bits to the tensor cores ([`Precision::Tf32Truncated`]).
     Sm90Skinny8x16Trunc => skinny("ge_sm90_skinny_8x16x32_s4_trunc", [GE_SKINNY_8X16_TILE_M, GE_SKINNY_8X16_TILE_N, GE_SKINNY_8X16_TILE_K, GE_SKINNY_8X16_STAGES, GE_SKINNY_8X16_THREADS, GE_SKINNY_8X16_SMEM_BYTES], Precision::Tf32Truncated);
