@@ -7,6 +7,9 @@
 //! `M,N,K` triples separated by `/`. Prints one markdown row per kernel and shape.
 //! `GEMM_EPILOGUE_SM_LIMITS=a,b,…` races each kernel under each SM limit as well
 //! (`FusedGemm::with_sm_limit`; 0 = none): a split-K or stream-K plan then spreads over fewer CTAs.
+//! `GEMM_EPILOGUE_SAMPLE_MS=t` makes each sample at least t ms of back-to-back calls (default 0.5;
+//! ~100 runs each kernel at the clock its own power draw leaves: docs/BENCHMARKS.md, "Sustained
+//! load"), `GEMM_EPILOGUE_RACE_ROUNDS=r` sets the rounds (default 20).
 
 use std::num::NonZeroU32;
 use std::process::ExitCode;
@@ -33,10 +36,17 @@ fn main() -> ExitCode {
         Ok(v) => v.split(',').map(|l| l.trim().parse().ok()).collect(),
         Err(_) => Some(vec![0]),
     };
-    let (Some(shapes), Some(kernels), Some(limits)) = (shapes, kernels, limits) else {
-        eprintln!("bad shape, kernel name or GEMM_EPILOGUE_SM_LIMITS");
+    let number = |name: &str, default: f64| match std::env::var(name) {
+        Ok(v) => v.trim().parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0),
+        Err(_) => Some(default),
+    };
+    let (Some(shapes), Some(kernels), Some(limits), Some(sample_ms), Some(rounds)) =
+        (shapes, kernels, limits, number("GEMM_EPILOGUE_SAMPLE_MS", 0.5), number("GEMM_EPILOGUE_RACE_ROUNDS", 20.0))
+    else {
+        eprintln!("bad shape, kernel name, GEMM_EPILOGUE_SM_LIMITS, GEMM_EPILOGUE_SAMPLE_MS or GEMM_EPILOGUE_RACE_ROUNDS");
         return ExitCode::from(2);
     };
+    let timing = Samples { ms: sample_ms, rounds: rounds as usize };
     let kernels: Vec<(Kernel, u32)> = kernels.iter().flat_map(|&k| limits.iter().map(move |&l| (k, l))).collect();
     let ctx = match cuda_context(0) {
         Ok(c) => c,
@@ -45,7 +55,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
-    match race(&ctx, &shapes, &kernels) {
+    match race(&ctx, &shapes, &kernels, timing) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -54,9 +64,17 @@ fn main() -> ExitCode {
     }
 }
 
-fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes: &[(usize, usize, usize)], kernels: &[(Kernel, u32)]) -> testbed::Result<()> {
+/// How long each sample lasts and how many rounds of them.
+#[derive(Clone, Copy)]
+struct Samples {
+    ms: f64,
+    rounds: usize,
+}
+
+fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes: &[(usize, usize, usize)], kernels: &[(Kernel, u32)], timing: Samples) -> testbed::Result<()> {
     let stream = ctx.default_stream();
     let base = FusedGemm::new(ctx)?;
+    println!("Interleaved, {} rounds of one sample per kernel, each sample at least {} ms of back-to-back calls; medians.\n", timing.rounds, timing.ms);
     println!("| M×N×K | kernel | SM limit | precision | grid, stream-K | median ms | / first |\n|---|---|---:|---|---|---:|---:|");
     for &(m, n, k) in shapes {
         let mut rng = Rng::new((m * 31 + n * 17 + k) as u64);
@@ -74,7 +92,7 @@ fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes
             let ws = stream.alloc_zeros::<f32>(len.max(1))?;
             setups.push((gemm, pw, ws, None));
         }
-        let t = timing::interleaved(ctx, &stream, setups.len(), |_| false, 20, 20.0, |i| {
+        let t = timing::interleaved_samples(ctx, &stream, setups.len(), |_| false, timing.rounds.max(1), 20.0, timing.ms, |i| {
             let (gemm, pw, ws, plan) = &mut setups[i];
             let mut o = MatrixMut::from_slice(&mut out, m, n);
             *plan = gemm.run_with_workspace(&stream, &xr, pw, Some(&b.as_view()), 0.5, &mut o, &mut ws.as_view_mut())?;

@@ -56,6 +56,12 @@ pub(crate) fn default_precision(_device: &DeviceInfo) -> Precision {
 /// clock under the power cap, but with one or two waves its larger tile quantizes worse.
 const LARGE_WAVES: u64 = 3;
 
+/// Most K for which the 128×128 ping-pong cluster kernel runs where the cooperative cluster
+/// kernel's waves would allow it: with 24–32 k-blocks a tile, the ping-pong's overlap of one
+/// consumer's epilogue with the other's mainloop is worth more than the cooperative tile's
+/// bytes per FLOP (sustained samples, docs/BENCHMARKS.md, "Ragged last waves and short K").
+const LARGE_SHORT_K: usize = 1024;
+
 /// Below this many multiply-adds, repacking (two extra launches) costs more than it saves.
 const REPACK_MIN_MACS: u64 = 1 << 27;
 
@@ -64,8 +70,13 @@ const REPACK_MIN_MACS: u64 = 1 << 27;
 enum Size {
     /// At least [`LARGE_WAVES`] waves of the cooperative cluster kernel's cluster tiles.
     Large,
+    /// As many, but K at most [`LARGE_SHORT_K`], or a last wave that the ping-pong cluster
+    /// kernel's half-size cluster tiles fill better (see [`ragged`]).
+    LargePingpong,
     /// At least one wave of 128×128 tiles.
     Medium,
+    /// As many, but a last wave that 64×128 tiles fill better (see [`ragged`]).
+    Medium64x128,
     /// Fewer 128×128 tiles than SMs, but more than one wave of 64×128 tiles.
     Small,
     /// One wave of 64×128 tiles, but more than one of 64×64.
@@ -76,12 +87,23 @@ enum Size {
 
 impl Size {
     fn of(s: Shape, device: &DeviceInfo, occupancy: &Occupancy) -> Size {
-        let one_wave_of = |k: Kernel| s.tiles(k) <= device.sm_count as u64;
+        let sms = device.sm_count as u64;
+        let one_wave_of = |k: Kernel| s.tiles(k) <= sms;
         let clusters = occupancy.max_active_clusters as u64;
-        if clusters > 0 && s.cluster_tiles(Kernel::Sm90Cooperative128x256Cluster2Trunc) >= LARGE_WAVES * clusters {
-            Size::Large
-        } else if s.tiles(Kernel::Sm80Mma128x128Vec4) >= device.sm_count as u64 {
-            Size::Medium
+        let cooperative = s.cluster_tiles(Kernel::Sm90Cooperative128x256Cluster2Trunc);
+        if clusters > 0 && cooperative >= LARGE_WAVES * clusters {
+            let pingpong = s.cluster_tiles(Kernel::Sm90Pingpong128x128Cluster2Trunc);
+            if s.k <= LARGE_SHORT_K || ragged(cooperative, pingpong, clusters) {
+                Size::LargePingpong
+            } else {
+                Size::Large
+            }
+        } else if s.tiles(Kernel::Sm80Mma128x128Vec4) >= sms {
+            if ragged(s.tiles(Kernel::Sm90Pingpong128x128Trunc), s.tiles(Kernel::Sm90Pingpong64x128Trunc), sms) {
+                Size::Medium64x128
+            } else {
+                Size::Medium
+            }
         } else if one_wave_of(Kernel::Sm90Pingpong64x64Trunc) {
             Size::Small64x64
         } else if one_wave_of(Kernel::Sm90Pingpong64x128Trunc) {
@@ -92,8 +114,19 @@ impl Size {
     }
 }
 
+/// Whether `big` tiles, each twice the area of one of the `half` tiles that cover the same
+/// output, take more waves of `wave` than the half tiles: their last wave is ragged where the
+/// half tiles' is not (4096×768 takes 2 waves of 128×128 tiles on 132 SMs, 192 tiles, but 3
+/// half waves' worth of 64×128 ones, 384 tiles). Not when stream-K shares the big tiles' last
+/// wave (from 8 full waves on), which evens it out. Where the two tie, the big tile's fewer
+/// bytes per FLOP win (docs/BENCHMARKS.md, "Ragged last waves and short K").
+fn ragged(big: u64, half: u64, wave: u64) -> bool {
+    !stream_k::shares_last_wave(big, wave) && 2 * big.div_ceil(wave) > half.div_ceil(wave)
+}
+
 /// Auto's kernels, fastest first: on sm_90 the TMA kernels (the cooperative cluster kernel on
-/// large problems, the 128×128 ping-pong on medium ones, on small ones the 64-row ping-pongs
+/// large problems, or its ping-pong twin where K is short or the last wave ragged; the 128×128
+/// ping-pong on medium ones, or the 64×128 one where the last wave is ragged; on small ones the 64-row ping-pongs
 /// while their tiles fit in one wave), then mma.sync, 128×256 before 128×128 (which devices
 /// without 144 KiB of shared memory per block fall through to). Each rounding has its own
 /// builds; the first that can run the call runs. The scalar-load kernels (any shape) only round
@@ -103,14 +136,16 @@ fn preference(size: Size, aligned_rows: bool, precision: Precision) -> &'static 
     use Size::*;
     match (size, aligned_rows, precision) {
         (Large, true, Precision::Tf32Truncated) => &[Sm90Cooperative128x256Cluster2Trunc, Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4Trunc, Sm80Mma128x128Vec4Trunc, Sm80Mma64x64Vec4],
+        (LargePingpong, true, Precision::Tf32Truncated) => &[Sm90Pingpong128x128Cluster2Trunc, Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4Trunc, Sm80Mma128x128Vec4Trunc, Sm80Mma64x64Vec4],
         (Medium, true, Precision::Tf32Truncated) => &[Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4Trunc, Sm80Mma128x128Vec4Trunc, Sm80Mma64x64Vec4],
+        (Medium64x128, true, Precision::Tf32Truncated) => &[Sm90Pingpong64x128Trunc, Sm80Mma128x256Vec4Trunc, Sm80Mma128x128Vec4Trunc, Sm80Mma64x64Vec4],
         (Small64x64, true, Precision::Tf32Truncated) => &[Sm90Pingpong64x64Trunc, Sm80Mma64x64Vec4],
         (Small64x128, true, Precision::Tf32Truncated) => &[Sm90Pingpong64x128Trunc, Sm80Mma64x64Vec4],
         (Small, true, Precision::Tf32Truncated) => &[Sm90Pingpong128x128Trunc, Sm80Mma64x64Vec4],
         // Tf32x3: three times the tensor-core work per byte, so the 128×128 cooperative from one
         // wave of its tiles on, the 64×128 ping-pong below; the mma.sync kernels split both operands
         // themselves and take any W.
-        (Large | Medium, true, Precision::Tf32x3) => &[Sm90Cooperative128x128Tf32x3, Sm80Mma64x64Vec4Tf32x3, Sm80Mma64x64ScalarTf32x3],
+        (Large | LargePingpong | Medium | Medium64x128, true, Precision::Tf32x3) => &[Sm90Cooperative128x128Tf32x3, Sm80Mma64x64Vec4Tf32x3, Sm80Mma64x64ScalarTf32x3],
         (_, true, Precision::Tf32x3) => &[Sm90Pingpong64x128Tf32x3, Sm80Mma64x64Vec4Tf32x3, Sm80Mma64x64ScalarTf32x3],
         (_, false, Precision::Tf32x3) => &[Sm80Mma64x64ScalarTf32x3],
         // Tf32 on sm_90: the kernels that feed both operands from shared memory, launched with
@@ -120,11 +155,13 @@ fn preference(size: Size, aligned_rows: bool, precision: Precision) -> &'static 
         // problems (docs/BENCHMARKS.md, "The medium-size rounding kernel"), so they run only
         // when forced. Off sm_90, mma.sync rounding in registers.
         (Large, true, _) => &[Sm90Cooperative128x256Cluster2Trunc, Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
+        (LargePingpong, true, _) => &[Sm90Pingpong128x128Cluster2Trunc, Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
         (Medium, true, _) => &[Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
+        (Medium64x128, true, _) => &[Sm90Pingpong64x128Trunc, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
         (Small64x64, true, _) => &[Sm90Pingpong64x64Trunc, Sm80Mma64x64Vec4],
         (Small64x128, true, _) => &[Sm90Pingpong64x128Trunc, Sm80Mma64x64Vec4],
         (Small, true, _) => &[Sm90Pingpong128x128Trunc, Sm80Mma64x64Vec4],
-        (Large | Medium, false, _) => &[Sm80Mma128x256Scalar, Sm80Mma128x128Scalar, Sm80Mma64x64Scalar],
+        (Large | LargePingpong | Medium | Medium64x128, false, _) => &[Sm80Mma128x256Scalar, Sm80Mma128x128Scalar, Sm80Mma64x64Scalar],
         (_, false, _) => &[Sm80Mma64x64Scalar],
     }
 }

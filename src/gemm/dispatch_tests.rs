@@ -382,13 +382,29 @@ fn the_cluster_kernel_launches_whole_resident_clusters() {
 #[test]
 fn auto_picks_the_cooperative_cluster_kernel_for_at_least_three_waves() {
     let a = |k| (ALIGNED, k);
-    // 66 clusters: 198 cluster tiles of 256×256 or more.
-    for (m, n, k) in [(16384, 4096, 4096), (4096, 4096, 4096), (8192, 8192, 8192), (12800, 4096, 64)] {
+    // 66 clusters: 198 cluster tiles of 256×256 or more, K above 1024, and a last wave no more
+    // ragged than the ping-pong cluster kernel's (4096³: 4 waves of 256 tiles against 8 of 512;
+    // 8192³: 15.5 waves, the last one shared by stream-K).
+    for (m, n, k) in [(16384, 4096, 4096), (4096, 4096, 4096), (8192, 8192, 8192), (8192, 4096, 1028)] {
         let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
         assert_eq!((p.kernel, p.cluster, p.grid), (Kernel::Sm90Cooperative128x256Cluster2Trunc, 2, 132), "{m}×{n}×{k}");
     }
-    // Fewer: the ping-pong (3072 × 4096: 768 tiles of 128×128, but 192 cluster tiles).
-    for (m, n, k) in [(3072, 4096, 4096), (2048, 2048, 2048), (1024, 4096, 4096), (384, 4096, 4096), (512, 4096, 4096)] {
+    // As large, but K ≤ 1024, or a ragged last wave (1024×14336: 224 cluster tiles, 4 waves of
+    // 66, where 448 half tiles take 7 half waves; 2048×11008: 6 waves against 11): the
+    // ping-pong cluster kernel.
+    for (m, n, k) in [(12800, 4096, 64), (16384, 1024, 1024), (16384, 3072, 768), (1024, 14336, 4096), (2048, 11008, 4096)] {
+        let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
+        assert_eq!((p.kernel, p.cluster, p.grid), (Kernel::Sm90Pingpong128x128Cluster2Trunc, 2, 132), "{m}×{n}×{k}");
+    }
+    // A wave of 128×128 tiles or more, but fewer than 8, with a last wave that 64×128 tiles fill
+    // better (4096×768: 192 tiles, 2 waves, against 384 half tiles in 3): the 64×128 ping-pong.
+    for (m, n, k) in [(4096, 768, 3072), (256, 11008, 4096), (512, 14336, 4096), (1024, 3072, 768)] {
+        let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
+        assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong64x128Trunc, 1), "{m}×{n}×{k}");
+    }
+    // Fewer: the ping-pong (3072 × 4096: 768 tiles of 128×128, but 192 cluster tiles; its 6
+    // waves against 12 of 64×128 tiles, no more ragged; 512×11008: 3 waves against 6).
+    for (m, n, k) in [(3072, 4096, 4096), (2048, 2048, 2048), (1024, 4096, 4096), (384, 4096, 4096), (512, 4096, 4096), (512, 11008, 4096)] {
         let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
         assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong128x128Trunc, 1), "{m}×{n}×{k}");
     }

@@ -78,6 +78,12 @@ pub(crate) fn partial_tile_len(kernel: Kernel) -> usize {
     tm as usize * tn as usize * kernel.cluster_m() as usize
 }
 
+/// Whether `t` tiles in waves of `wave` end in a partial wave that stream-K shares (given room
+/// in the workspace): at least STREAM_K_MIN_WAVES full waves before it.
+pub(crate) fn shares_last_wave(t: u64, wave: u64) -> bool {
+    wave > 0 && t % wave != 0 && t / wave >= STREAM_K_MIN_WAVES
+}
+
 /// Stream-K for `kernel` on `s`, when `room` f32 elements of workspace hold it; else None.
 /// - Fewer tiles than a wave: split-K, every tile shared along K (at least SPLIT_K_MIN_BLOCKS
 ///   k-blocks per CTA). TMA kernels cut every tile into the same whole number of parts (more
@@ -122,7 +128,7 @@ pub(crate) fn plan(device: &DeviceInfo, occupancy: &Occupancy, kernel: Kernel, s
             return None;
         }
         (ctas, t)
-    } else if t % wave != 0 && t / wave >= STREAM_K_MIN_WAVES {
+    } else if shares_last_wave(t, wave) {
         // A last wave at least a quarter full is shared as it is (each CTA a quarter tile or
         // more); a thinner one together with the wave before it, or a tile would be cut into
         // dozens of slivers with as many partials to add.
