@@ -75,7 +75,8 @@ enum Size {
     LargePingpong,
     /// At least one wave of 128×128 tiles.
     Medium,
-    /// As many, but a last wave that 64×128 tiles fill better (see [`ragged`]).
+    /// As many, but a last wave that 64×128 tiles fill better (see [`ragged`]), in fewer than
+    /// 8 waves of them.
     Medium64x128,
     /// Fewer 128×128 tiles than SMs, but more than one wave of 64×128 tiles.
     Small,
@@ -99,7 +100,11 @@ impl Size {
                 Size::Large
             }
         } else if s.tiles(Kernel::Sm80Mma128x128Vec4) >= sms {
-            if ragged(s.tiles(Kernel::Sm90Pingpong128x128Trunc), s.tiles(Kernel::Sm90Pingpong64x128Trunc), sms) {
+            // Only while the 64×128 tiles' own last wave is not shared: with a shared tail the
+            // 64×128 ping-pong took 1.53× the 128×128 one's time at 1024×11008×4096 (not
+            // understood: docs/BENCHMARKS.md, "Still open").
+            let half = s.tiles(Kernel::Sm90Pingpong64x128Trunc);
+            if !stream_k::shares_last_wave(half, sms) && ragged(s.tiles(Kernel::Sm90Pingpong128x128Trunc), half, sms) {
                 Size::Medium64x128
             } else {
                 Size::Medium
