@@ -130,18 +130,18 @@ const PINGPONG_64X128_HALF_COST: (u64, u64) = (8, 7);
 /// half a big one: the big tiles' last wave is ragged where the half tiles' is not (4096×768
 /// takes 2 waves of 128×128 tiles on 132 SMs, 192 tiles, but 3 half waves' worth of 64×128
 /// ones, 384 tiles). Not when stream-K shares the big tiles' last wave (from 8 full waves on),
-/// which evens it out. The costs are measured. The ping-pong cluster tile costs what half a
-/// cooperative one does (0.99× at 8192×4096×4096 with the waves even). The 64×128 tile costs
-/// 8/7: it lost in the sweep at 512×14336×4096, 7 half waves against 8 (docs/BENCHMARKS.md,
-/// "Ragged last waves and short K").
+/// which evens it out. The costs are measured. The ping-pong cluster tile costs about what half
+/// a cooperative one does: 1.01–1.03× with the waves even (4096³, 8192×4096×4096), and a tie
+/// goes to the cooperative tile. The 64×128 tile costs 8/7: it lost in the sweep at
+/// 512×14336×4096, 7 half waves against 8 (docs/BENCHMARKS.md, "Ragged last waves and short K").
 fn ragged(big: u64, half: u64, wave: u64, cost: (u64, u64)) -> bool {
     !stream_k::shares_last_wave(big, wave) && 2 * big.div_ceil(wave) * cost.1 > half.div_ceil(wave) * cost.0
 }
 
 /// Auto's kernels, fastest first: on sm_90 the TMA kernels (the cooperative cluster kernel on
 /// large problems, or its ping-pong twin where K is short or the last wave ragged; the 128×128
-/// ping-pong on medium ones, or the 64×128 one where the last wave is ragged; on small ones the 64-row ping-pongs
-/// while their tiles fit in one wave), then mma.sync, 128×256 before 128×128 (which devices
+/// ping-pong on medium ones, or the 64×128 one where the last wave is ragged; on small ones the
+/// 64-row ping-pongs while their tiles fit in one wave), then mma.sync, 128×256 before 128×128 (which devices
 /// without 144 KiB of shared memory per block fall through to). Each rounding has its own
 /// builds; the first that can run the call runs. The scalar-load kernels (any shape) only round
 /// to nearest: they are load-bound, so rounding costs them nothing.

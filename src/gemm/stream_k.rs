@@ -88,9 +88,9 @@ pub(crate) fn shares_last_wave(t: u64, wave: u64) -> bool {
 /// - Fewer tiles than a wave: split-K, every tile shared along K (at least SPLIT_K_MIN_BLOCKS
 ///   k-blocks per CTA). TMA kernels cut every tile into the same whole number of parts (more
 ///   than SPLIT_K_FEW_PARTS only with SPLIT_K_LONG_BLOCKS k-blocks each), none from
-///   SPLIT_K_MAX_TILES tiles on unless K is long, and none with more than half a wave of them (spreading more tiles over
-///   a wave, or cutting them unevenly, measured slower: docs/BENCHMARKS.md); mma.sync kernels
-///   spread the tiles over a wave of CTAs.
+///   SPLIT_K_MAX_TILES tiles on unless K is long, and none with more than half a wave of them
+///   (spreading more tiles over a wave, or cutting them unevenly, measured slower:
+///   docs/BENCHMARKS.md); mma.sync kernels spread the tiles over a wave of CTAs.
 /// - At least STREAM_K_MIN_WAVES full waves and a partial last one: the tiles of the last wave
 ///   (plus one full wave when it is less than a quarter full) are shared along K by a wave of
 ///   CTAs, so that the last wave does not keep a few SMs busy while the rest idle.
