@@ -21,8 +21,10 @@
 //   - split-K: with fewer tiles than resident CTAs (small M or N), every tile is a stream-K tile
 //     and more CTAs than tiles share them, so that the SMs a wave of whole tiles would leave
 //     idle work on K. The sm90 kernels cut every tile into the same number of parts, only with
-//     at most half a wave of tiles (so few tiles finish far sooner split along K than whole,
-//     docs/BENCHMARKS.md); the mma.sync kernels spread the tiles over a wave of CTAs;
+//     at most half a wave of tiles, and fewer than 64 of them unless K is long (so few tiles
+//     finish far sooner split along K than whole, while 64 whole tiles already stream at the
+//     memory's pace: docs/BENCHMARKS.md); the mma.sync kernels spread the tiles over a wave of
+//     CTAs;
 //   - a shared tail: with at least 8 full waves, the tiles of the partial last wave (plus one
 //     full wave when it is under a quarter full), so that no SM idles through the last wave.
 //     With fewer full waves the hand-off costs more than the tail it fills, so the host leaves
