@@ -184,7 +184,7 @@ fn preference(size: Size, aligned_rows: bool, precision: Precision) -> &'static 
 /// 3·2²² (48 MiB) for M ≤ 8 and 2²² for M ≤ 16. Beyond them the TMA kernels stream W faster
 /// (docs/BENCHMARKS.md, "Decoding sizes: the skinny kernels", and for M ≤ 8 "Small M: no split
 /// from 64 tiles": 64 unsplit 64×64 tiles took 0.91–0.97× the skinny kernel's time at
-/// 1–8×4096×4096): the skinny kernels' gain is latency, on a W that stays in L2.
+/// 1×4096×4096 and 8×4096×4096): the skinny kernels' gain is latency, on a W that stays in L2.
 const SKINNY_MAX_W: [(usize, u64); 2] = [(8, 3 << 22), (16, 1 << 22)];
 
 /// [`SKINNY_MAX_W`]'s M ≤ 8 limit for `Tf32x3`, whose TMA alternative (the 64×128 kernel, three
