@@ -23,9 +23,9 @@ const SPLIT_K_LONG_BLOCKS: u64 = 16;
 /// (cuBLAS itself runs 64 CTAs at 16×4096×4096), so the second half of a wave that a 2-part
 /// split adds brings partial round trips, not bandwidth: with 64 tiles of 64×64 the split took
 /// 1.10–1.18× the unsplit time at K = 1024–4096 (on a W that stays in L2 between calls,
-/// 4096×2048, it won by 3 %). At K = 11008 and 14336 the split still came out 0–2 % ahead, its
-/// hand-off small against each half's mainloop (docs/BENCHMARKS.md, "Small M: no split from 64
-/// tiles").
+/// 4096×2048, it won by 3 %). At K = 11008 and 14336 the two were within 2 % either way in the
+/// race, and the split 0.7–1.9 % ahead in the sweep, its hand-off small against each half's
+/// mainloop (docs/BENCHMARKS.md, "Small M: no split from 64 tiles").
 const SPLIT_K_MAX_TILES: u64 = 64;
 const SPLIT_K_SHORT_BLOCKS: u64 = 256;
 
