@@ -36,17 +36,19 @@ fn main() -> ExitCode {
         Ok(v) => v.split(',').map(|l| l.trim().parse().ok()).collect(),
         Err(_) => Some(vec![0]),
     };
-    let number = |name: &str, default: f64| match std::env::var(name) {
+    let sample_ms = match std::env::var("GEMM_EPILOGUE_SAMPLE_MS") {
         Ok(v) => v.trim().parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0),
-        Err(_) => Some(default),
+        Err(_) => Some(0.5),
     };
-    let (Some(shapes), Some(kernels), Some(limits), Some(sample_ms), Some(rounds)) =
-        (shapes, kernels, limits, number("GEMM_EPILOGUE_SAMPLE_MS", 0.5), number("GEMM_EPILOGUE_RACE_ROUNDS", 20.0))
-    else {
+    let rounds = match std::env::var("GEMM_EPILOGUE_RACE_ROUNDS") {
+        Ok(v) => v.trim().parse::<usize>().ok().filter(|&r| r > 0),
+        Err(_) => Some(20),
+    };
+    let (Some(shapes), Some(kernels), Some(limits), Some(sample_ms), Some(rounds)) = (shapes, kernels, limits, sample_ms, rounds) else {
         eprintln!("bad shape, kernel name, GEMM_EPILOGUE_SM_LIMITS, GEMM_EPILOGUE_SAMPLE_MS or GEMM_EPILOGUE_RACE_ROUNDS");
         return ExitCode::from(2);
     };
-    let timing = Samples { ms: sample_ms, rounds: rounds as usize };
+    let timing = Samples { ms: sample_ms, rounds };
     let kernels: Vec<(Kernel, u32)> = kernels.iter().flat_map(|&k| limits.iter().map(move |&l| (k, l))).collect();
     let ctx = match cuda_context(0) {
         Ok(c) => c,
@@ -92,7 +94,7 @@ fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes
             let ws = stream.alloc_zeros::<f32>(len.max(1))?;
             setups.push((gemm, pw, ws, None));
         }
-        let t = timing::interleaved_samples(ctx, &stream, setups.len(), |_| false, timing.rounds.max(1), 20.0, timing.ms, |i| {
+        let t = timing::interleaved_samples(ctx, &stream, setups.len(), |_| false, timing.rounds, 20.0, timing.ms, |i| {
             let (gemm, pw, ws, plan) = &mut setups[i];
             let mut o = MatrixMut::from_slice(&mut out, m, n);
             *plan = gemm.run_with_workspace(&stream, &xr, pw, Some(&b.as_view()), 0.5, &mut o, &mut ws.as_view_mut())?;

@@ -197,7 +197,7 @@ const SKINNY_MAX_W_TF32X3_ROWS8: u64 = 1 << 24;
 fn skinny_preference(s: Shape, device: &DeviceInfo, precision: Precision) -> &'static [Kernel] {
     use Kernel::*;
     let w = (s.n as u64).saturating_mul(s.k as u64);
-    let max_w = |rows: usize, max_w: u64| if rows == 8 && precision == Precision::Tf32x3 { SKINNY_MAX_W_TF32X3_ROWS8 } else { max_w };
+    let max_w = |rows: usize, limit: u64| if rows == 8 && precision == Precision::Tf32x3 { SKINNY_MAX_W_TF32X3_ROWS8 } else { limit };
     let Some(&(rows, _)) = SKINNY_MAX_W.iter().find(|&&(rows, limit)| s.m <= rows && w <= max_w(rows, limit)) else { return &[] };
     if !device.is_hopper() {
         return &[];
