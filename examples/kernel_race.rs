@@ -78,6 +78,7 @@ fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes
     let base = FusedGemm::new(ctx)?;
     println!("Interleaved, {} rounds of one sample per kernel, each sample at least {} ms of back-to-back calls; medians.\n", timing.rounds, timing.ms);
     println!("| M×N×K | kernel | SM limit | precision | grid, stream-K | median ms | / first |\n|---|---|---:|---|---|---:|---:|");
+    let all = kernels;
     for &(m, n, k) in shapes {
         let mut rng = Rng::new((m * 31 + n * 17 + k) as u64);
         let x = stream.clone_htod(&(0..m * k).map(|_| rng.unit()).collect::<Vec<f32>>())?;
@@ -85,9 +86,12 @@ fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes
         let b = stream.clone_htod(&(0..n).map(|_| rng.sym(0.02)).collect::<Vec<f32>>())?;
         let mut out = stream.alloc_zeros::<f32>(m * n)?;
         let (xr, wr) = (MatrixRef::from_slice(&x, m, k), MatrixRef::from_slice(&w, n, k));
+        // A kernel that holds all of X in one tile sits out the shapes with more rows (its row
+        // says so), so that one race can span M.
+        let kernels: Vec<(Kernel, u32)> = kernels.iter().copied().filter(|(kernel, _)| kernel.max_m().is_none_or(|rows| m <= rows as usize)).collect();
         // Each kernel's handle, its prepared weight and its workspace (stream-K), made once.
         let mut setups = Vec::new();
-        for &(kernel, limit) in kernels {
+        for &(kernel, limit) in &kernels {
             let gemm = base.with_precision(kernel.precision()).with_dispatch(Dispatch::Force(kernel)).with_sm_limit(NonZeroU32::new(limit));
             let pw = gemm.prepare_weight(&stream, &wr)?;
             let len = gemm.workspace_len(&stream, &xr, &pw)?;
@@ -110,6 +114,9 @@ fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes
             let limit = if *limit == 0 { "–".to_string() } else { limit.to_string() };
             let plan = setups[i].3.map_or("–".into(), |p| format!("{}, {} tiles over {} CTAs", p.grid, p.stream_k_tiles, p.stream_k_ctas));
             println!("| {m}×{n}×{k} | {kernel:?} | {limit} | {:?} | {plan} | {} | {ratio} |", kernel.precision(), ms.map_or("n/a".into(), |v| format!("{v:.5}")));
+        }
+        for (kernel, _) in all.iter().filter(|(kernel, _)| kernel.max_m().is_some_and(|rows| m > rows as usize)) {
+            println!("| {m}×{n}×{k} | {kernel:?} | – | {:?} | not run: M > its {} rows | – | – |", kernel.precision(), kernel.max_m().unwrap_or(0));
         }
     }
     Ok(())

@@ -9,7 +9,7 @@ mod common;
 use common::{Case, CaseWeight, DeviceInputs, Gpu, Inputs, Rng};
 use gemm_epilogue::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use gemm_epilogue::cudarc::driver::CudaSlice;
-use gemm_epilogue::{Family, Kernel, MatrixMut, Plan, Precision};
+use gemm_epilogue::{Dispatch, Family, Kernel, MatrixMut, Plan, Precision};
 
 /// One call of `case` into `out` (and `workspace`, when the case asks for one), on `g.stream`,
 /// with W as the case passes it: `w`, the W view or a weight prepared before the capture.
@@ -63,8 +63,10 @@ fn run_can_be_captured_into_a_cuda_graph_and_replayed() {
         // launch must leave its hand-off words cleared for the next replay.
         cases.push(Case::new(1, 768, 3072).scale(0.5).force(Kernel::Sm90Pingpong64x64Trunc).workspace(true));
         cases.push(Case::new(73983, 253, 64).scale(0.5).force(Kernel::Sm90Pingpong128x128Trunc).workspace(true));
-        // Auto's skinny kernel at decoding size: K split over clusters of 3 CTAs.
-        cases.push(Case::new(1, 768, 3072).scale(0.5));
+        // Auto's skinny kernel at decoding size: K split over clusters of 3 CTAs; and its GEMV
+        // kernel (M = 1).
+        cases.push(Case::new(5, 768, 3072).scale(0.5));
+        cases.push(Case::new(1, 768, 3072).scale(-2.0).bias(false));
     }
     for case in cases {
         let inputs = Inputs::generate(&case, &mut rng);
@@ -86,12 +88,15 @@ fn run_can_be_captured_into_a_cuda_graph_and_replayed() {
             .expect("end capture")
             .expect("the capture recorded a graph");
         assert_eq!(plan, captured_plan, "{case:?}");
-        if !case.workspace && case.m * case.k == 3072 {
+        if !case.workspace && case.dispatch == Dispatch::Auto && (case.m, case.k) == (5, 3072) {
             assert!(
                 g.gemm.device().sm_count != 132
                     || plan.is_some_and(|p| p.kernel.family() == Family::Skinny && p.cluster == 3),
                 "{case:?}: {plan:?}"
             );
+        }
+        if !case.workspace && case.dispatch == Dispatch::Auto && (case.m, case.k) == (1, 3072) {
+            assert!(plan.is_some_and(|p| p.kernel.family() == Family::Gemv), "{case:?}: {plan:?}");
         }
         if case.workspace && case.m * case.k == 3072 || case.m == 73983 {
             // The stream-K cases above (their plans on the H200's 132 SMs).

@@ -54,11 +54,12 @@ fn auto_rounds_on_load_as_the_host_rounds() {
             let prepared = auto.prepare_weight(&g.stream, &wv).expect("prepare_weight");
             run(&g, auto, &x, &prepared, b.as_ref(), (m, n, k), h.scale, h.ldo, ws.as_mut())
         };
-        if pa.kernel.family() == Family::Skinny {
-            // Decoding sizes: Auto's skinny kernel rounds in registers, ties away (gpu_rounding
-            // holds it to its truncating twin on operands rounded on the host), not on load.
+        if matches!(pa.kernel.family(), Family::Skinny | Family::Gemv) {
+            // Decoding sizes: Auto's GEMV and skinny kernels round in registers, ties away
+            // (gpu_rounding holds each to its truncating twin on operands rounded on the host),
+            // not on load.
             assert!(m <= 16 && !pa.round_on_load && pa.precision == Precision::Tf32 && !pa.repack_x && !pa.repack_w, "{pa:?}");
-            println!("{m}x{n}x{k}: skinny, not rounded on load: {pa:?}");
+            println!("{m}x{n}x{k}: {:?}, not rounded on load: {pa:?}", pa.kernel.family());
             continue;
         }
         assert!(pa.round_on_load && pa.kernel.can_round_on_load(), "Auto on sm_90 rounds on load: {pa:?}");

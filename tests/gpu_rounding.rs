@@ -340,3 +340,39 @@ fn skinny_register_rounding() {
         assert!(splits.contains(&1) && splits.contains(&8), "{kernel:?}: splits {splits:?}");
     }
 }
+
+/// The GEMV kernels of `Tf32` round X and W in registers, to nearest with ties away, then
+/// multiply exactly in fp32: each, on the raw operands, computes exactly what its truncating
+/// twin computes on rna(X) and rna(W) (ties and carries salted in), on shapes from one element
+/// to K past its tile with a ragged last chunk (K % 128 != 0) and N not a multiple of its rows.
+#[test]
+fn gemv_register_rounding() {
+    let Some(g) = common::gpu() else { return };
+    let mut rng = common::rng("gemv_register_rounding");
+    let truncating = g.gemm.with_precision(Precision::Tf32Truncated);
+    let mut ran = 0;
+    for kernel in Kernel::ALL.into_iter().filter(|k| k.family() == Family::Gemv && k.precision() == Precision::Tf32) {
+        let twin = common::trunc_twin(kernel).unwrap_or_else(|| panic!("{kernel:?} has no truncating twin"));
+        let (kg, tg) = (g.gemm.with_dispatch(Dispatch::Force(kernel)), truncating.with_dispatch(Dispatch::Force(twin)));
+        let rows = kernel.max_m().expect("a GEMV kernel's rows") as usize;
+        let shapes = [p(1, 1, 4, Sched::Any), p(rows, 33, 1024, Sched::Any), p(rows.div_ceil(2), 771, 3076, Sched::Any), p(1, 64, 16384, Sched::Any), p(rows, 4097, 1028, Sched::Any)];
+        for (i, pb) in shapes.iter().enumerate() {
+            let (m, n, k) = (pb.m, pb.n, pb.k);
+            let h = Host::generate(pb, i, &mut rng);
+            let xr: Vec<f32> = h.x.iter().copied().map(tf32_rna).collect();
+            let wr: Vec<f32> = h.w.iter().copied().map(tf32_rna).collect();
+            let up = |v: &[f32]| g.stream.clone_htod(v).expect("upload");
+            let (x, w, xr, wr) = (up(&h.x), up(&h.w), up(&xr), up(&wr));
+            let b = h.b.as_deref().map(up);
+            let what = format!("{kernel:?} on (X, W) vs {twin:?} on (rna(X), rna(W)), {m}x{n}x{k}, ldo {}, scale {}", h.ldo, h.scale);
+            let (pk, ok) = run(&g, &kg, &x, &MatrixRef::from_slice(&w, n, k), b.as_ref(), (m, n, k), h.scale, h.ldo, None);
+            let (pt, ot) = run(&g, &tg, &xr, &MatrixRef::from_slice(&wr, n, k), b.as_ref(), (m, n, k), h.scale, h.ldo, None);
+            assert_eq!((pk.kernel, pk.precision, pt.precision), (kernel, Precision::Tf32, Precision::Tf32Truncated), "{what}");
+            assert_eq!((pk.grid, pk.cluster), (pt.grid, pt.cluster), "{what}");
+            common::assert_bitwise(&ok, &ot, n, &what);
+            ran += 1;
+        }
+        println!("{kernel:?}: bitwise equal to {twin:?} on rounded operands");
+    }
+    assert_eq!(ran, 15, "three GEMV tiles, five shapes each");
+}

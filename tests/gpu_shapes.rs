@@ -878,18 +878,85 @@ fn shapes_sm90_skinny_16x16_x3() {
     run_shapes_skinny(&g, Dispatch::Force(Kernel::Sm90Skinny16x16Tf32x3), "shapes_sm90_skinny_16x16_x3");
 }
 
-/// Decoding sizes, where Auto runs the skinny kernels: M ≤ 16 against N and K around the 16 rows
-/// of W a cluster computes, the 32-wide k-step, and every split of K Auto plans (1 to 8 CTAs per
-/// cluster); dense and strided views (padded rows, offsets, an output with odd stride); with and
-/// without bias. Through Auto (which must choose a skinny kernel for each precision within its
-/// limits) and each skinny kernel forced. Every case through `common::check`.
+/// [`run_shapes`] for a GEMV kernel (any device), its handle asking for the kernel's precision,
+/// every fourth triple with a workspace (a forced kernel repacks unaligned rows into it): the
+/// triples with M ≤ its rows run, the others are refused with the crate's reason.
+fn run_shapes_gemv(g: &Gpu, dispatch: Dispatch, test: &str) {
+    let kernel = kernel_of(dispatch);
+    assert_eq!(kernel.family(), Family::Gemv, "{dispatch:?}");
+    let (ran, refused, _) = run_shapes_with(g, dispatch, test, |i, _, case| case.precision(kernel.precision()).workspace(i % 4 == 1));
+    assert!(ran > 0 && refused > 0, "{test}: {ran} ran, {refused} refused");
+}
+
+#[test]
+fn shapes_sm80_gemv_1x2() {
+    let Some(g) = common::gpu() else { return };
+    run_shapes_gemv(&g, Dispatch::Force(Kernel::Sm80Gemv1x2), "shapes_sm80_gemv_1x2");
+}
+
+#[test]
+fn shapes_sm80_gemv_1x2_trunc() {
+    let Some(g) = common::gpu() else { return };
+    run_shapes_gemv(&g, Dispatch::Force(Kernel::Sm80Gemv1x2Trunc), "shapes_sm80_gemv_1x2_trunc");
+}
+
+#[test]
+fn shapes_sm80_gemv_1x2_x3() {
+    let Some(g) = common::gpu() else { return };
+    run_shapes_gemv(&g, Dispatch::Force(Kernel::Sm80Gemv1x2Tf32x3), "shapes_sm80_gemv_1x2_x3");
+}
+
+#[test]
+fn shapes_sm80_gemv_1x4() {
+    let Some(g) = common::gpu() else { return };
+    run_shapes_gemv(&g, Dispatch::Force(Kernel::Sm80Gemv1x4), "shapes_sm80_gemv_1x4");
+}
+
+#[test]
+fn shapes_sm80_gemv_1x4_trunc() {
+    let Some(g) = common::gpu() else { return };
+    run_shapes_gemv(&g, Dispatch::Force(Kernel::Sm80Gemv1x4Trunc), "shapes_sm80_gemv_1x4_trunc");
+}
+
+#[test]
+fn shapes_sm80_gemv_1x4_x3() {
+    let Some(g) = common::gpu() else { return };
+    run_shapes_gemv(&g, Dispatch::Force(Kernel::Sm80Gemv1x4Tf32x3), "shapes_sm80_gemv_1x4_x3");
+}
+
+#[test]
+fn shapes_sm80_gemv_4x4() {
+    let Some(g) = common::gpu() else { return };
+    run_shapes_gemv(&g, Dispatch::Force(Kernel::Sm80Gemv4x4), "shapes_sm80_gemv_4x4");
+}
+
+#[test]
+fn shapes_sm80_gemv_4x4_trunc() {
+    let Some(g) = common::gpu() else { return };
+    run_shapes_gemv(&g, Dispatch::Force(Kernel::Sm80Gemv4x4Trunc), "shapes_sm80_gemv_4x4_trunc");
+}
+
+#[test]
+fn shapes_sm80_gemv_4x4_x3() {
+    let Some(g) = common::gpu() else { return };
+    run_shapes_gemv(&g, Dispatch::Force(Kernel::Sm80Gemv4x4Tf32x3), "shapes_sm80_gemv_4x4_x3");
+}
+
+/// Decoding sizes, where Auto runs the GEMV and skinny kernels: M ≤ 16 against N and K around
+/// the 16 rows of W a skinny cluster computes, its 32-wide k-step and every split of K Auto plans
+/// (1 to 8 CTAs per cluster), and around the GEMV kernels' 128-wide chunks and tiles of K; dense
+/// and strided views (padded rows, offsets, an output with odd stride); with and without bias.
+/// Through Auto (which must choose, for each precision, a GEMV kernel for M = 1, or M ≤ 4 with
+/// K ≥ 1024, and else a skinny one within its limits) and each GEMV and skinny kernel forced.
+/// Every case through `common::check`.
 #[test]
 fn skinny_shapes() {
     let Some(g) = common::hopper_gpu("Sm90Skinny8x16") else { return };
     const MS: [usize; 6] = [1, 2, 5, 8, 9, 16];
     // (N, K): tiny, K tails (K % 32 = 4, 28), a split of 2 (33 × 1024), 3 (768 × 3072), 8 (64 ×
-    // 16384), none (3072 × 768, 4096 × 4096), K = 0 (bias alone).
-    const NKS: [(usize, usize); 10] = [(1, 4), (15, 28), (17, 36), (16, 100), (33, 1024), (768, 3072), (1000, 4100), (3072, 768), (64, 16384), (4096, 4096)];
+    // 16384), none (3072 × 768, 4096 × 4096), K = 0 (bias alone); for the GEMV kernels, K a
+    // chunk and a lane short of the 2048-wide tile (2044) and a ragged last chunk (4100).
+    const NKS: [(usize, usize); 11] = [(1, 4), (15, 28), (17, 36), (16, 100), (33, 1024), (768, 3072), (1000, 4100), (3072, 768), (64, 16384), (4096, 4096), (7, 2044)];
     let mut rng = common::rng("skinny_shapes");
     let start = std::time::Instant::now();
     let (mut checked, mut splits) = (0usize, std::collections::BTreeSet::new());
@@ -903,13 +970,15 @@ fn skinny_shapes() {
                 case = case.pad(4, 8, 3).offset(4, 8, 1, 1);
             }
             let mut dispatches = vec![(Dispatch::Auto, Precision::Tf32), (Dispatch::Auto, Precision::Tf32Truncated), (Dispatch::Auto, Precision::Tf32x3)];
-            for kernel in Kernel::ALL.into_iter().filter(|k| k.family() == Family::Skinny && m <= k.max_m().unwrap() as usize) {
+            for kernel in Kernel::ALL.into_iter().filter(|k| matches!(k.family(), Family::Skinny | Family::Gemv) && m <= k.max_m().unwrap() as usize) {
                 dispatches.push((Dispatch::Force(kernel), kernel.precision()));
             }
             for (dispatch, precision) in dispatches {
                 let case = case.dispatch(dispatch).precision(precision);
                 let plan = common::check(&g, &case, &mut rng).expect("a non-empty problem ran");
-                if dispatch == Dispatch::Auto && n * k <= 1 << 22 {
+                if dispatch == Dispatch::Auto && (m == 1 || (m <= 4 && k >= 1024)) {
+                    assert_eq!((plan.kernel.family(), plan.precision), (Family::Gemv, precision), "Auto on {case:?}: {plan:?}");
+                } else if dispatch == Dispatch::Auto && n * k <= 1 << 22 {
                     assert_eq!((plan.kernel.family(), plan.precision), (Family::Skinny, precision), "Auto on {case:?}: {plan:?}");
                 }
                 if plan.kernel.family() == Family::Skinny {

@@ -362,4 +362,39 @@ typedef struct GeSm90Params {
 /* The most CTAs a cluster may hold without opting in to non-portable sizes. */
 #define GE_SKINNY_MAX_SPLIT 8
 
+/* ---- GEMV family (sm_80 and newer): csrc/gemv/ ------------------------------------------ */
+/* Decoding-size X (m <= TILE_M) on the CUDA cores: W streamed once, 512 contiguous bytes of a W
+ * row per warp load, one fp32 FMA per product. Kernel parameter: `const GeProblem` by value.
+ * Grid: 1-D, ceil(n/TILE_N) CTAs: CTA c computes out[0..m, c*TILE_N ..+TILE_N] over all of K,
+ * its THREADS/32 warps on interleaved 128-float chunks of K, UNROLL chunks per warp and loop
+ * trip (TILE_K = 128 * THREADS/32 * UNROLL k per CTA and trip). The lanes' sums are added by
+ * shuffles, the warps' in shared memory in warp order (fixed orders: bitwise repeatable).
+ * Block: THREADS. Dynamic shared memory: none (THREADS/32 * TILE_M * TILE_N floats of static
+ * memory). Needs m <= TILE_M, k % 4 == 0, x and w 16-byte aligned, ldx and ldw multiples of 4.
+ * Entries: ge_sm80_gemv_<TILE_M>x<TILE_N>x<TILE_K>_s<UNROLL> (operands rounded to TF32 in
+ * registers, nearest, ties away, then multiplied exactly in fp32), _trunc (operands truncated
+ * to TF32, as the tensor cores read fp32 bits), _x3 (the fp32 operands multiplied as they are:
+ * the fp32 product that 3xTF32 emulates). */
+
+/* 1x2: X row 0, 2 rows of W, 8 warps, 2 chunks in flight per lane: m = 1 with K >= TILE_K. */
+#define GE_GEMV_1X2_TILE_M 1
+#define GE_GEMV_1X2_TILE_N 2
+#define GE_GEMV_1X2_UNROLL 2
+#define GE_GEMV_1X2_THREADS 256
+#define GE_GEMV_1X2_TILE_K (128 * (GE_GEMV_1X2_THREADS / 32) * GE_GEMV_1X2_UNROLL)
+
+/* 1x4: X row 0, 4 rows of W, 4 warps, 1 chunk per lane: m = 1 with a short K. */
+#define GE_GEMV_1X4_TILE_M 1
+#define GE_GEMV_1X4_TILE_N 4
+#define GE_GEMV_1X4_UNROLL 1
+#define GE_GEMV_1X4_THREADS 128
+#define GE_GEMV_1X4_TILE_K (128 * (GE_GEMV_1X4_THREADS / 32) * GE_GEMV_1X4_UNROLL)
+
+/* 4x4: X rows 0..3, 4 rows of W, 8 warps, 1 chunk per lane: m <= 4. */
+#define GE_GEMV_4X4_TILE_M 4
+#define GE_GEMV_4X4_TILE_N 4
+#define GE_GEMV_4X4_UNROLL 1
+#define GE_GEMV_4X4_THREADS 256
+#define GE_GEMV_4X4_TILE_K (128 * (GE_GEMV_4X4_THREADS / 32) * GE_GEMV_4X4_UNROLL)
+
 #endif /* GEMM_EPILOGUE_H */

@@ -212,6 +212,38 @@ fn skinny_preference(s: Shape, device: &DeviceInfo, precision: Precision) -> &'s
     }
 }
 
+/// Most rows of X for which Auto runs a GEMV kernel on sm_90, whatever the size of W: with W
+/// streamed from DRAM, 512 contiguous bytes of a row per warp load read W faster than the TMA
+/// boxes and the skinny kernels' rings do (4.2 TB/s against 3.7–3.9 at 1×4096×14336), and the
+/// CUDA cores' FMAs (M per W element) keep up while M is this small (docs/BENCHMARKS.md, "Decoding
+/// sizes: the GEMV kernels").
+const GEMV_MAX_M: usize = 4;
+
+/// Auto's GEMV kernel for a call, tried before [`skinny_preference`]'s (sm_90, M ≤
+/// [`GEMV_MAX_M`]); empty when none applies. M = 1 takes the 1-row builds: 2 rows of W and 8
+/// warps per CTA once K fills their 2048-wide tile, else 4 rows and 4 warps (a short K leaves
+/// most of the wide tile's lanes idle). 2 ≤ M ≤ 4 takes the 4-row build once K fills its
+/// 1024-wide tile; with a shorter K the skinny kernel was faster (4×3072×768: 5.85 µs against
+/// 6.60). Each precision has its build.
+fn gemv_preference(s: Shape, device: &DeviceInfo, precision: Precision) -> &'static [Kernel] {
+    use Kernel::*;
+    if !device.is_hopper() || s.m > GEMV_MAX_M || (s.m > 1 && s.k < crate::sys::GE_GEMV_4X4_TILE_K as usize) {
+        return &[];
+    }
+    let long_k = s.k >= crate::sys::GE_GEMV_1X2_TILE_K as usize;
+    match (s.m, long_k, precision) {
+        (1, true, Precision::Tf32Truncated) => &[Sm80Gemv1x2Trunc],
+        (1, true, Precision::Tf32x3) => &[Sm80Gemv1x2Tf32x3],
+        (1, true, _) => &[Sm80Gemv1x2],
+        (1, false, Precision::Tf32Truncated) => &[Sm80Gemv1x4Trunc],
+        (1, false, Precision::Tf32x3) => &[Sm80Gemv1x4Tf32x3],
+        (1, false, _) => &[Sm80Gemv1x4],
+        (_, _, Precision::Tf32Truncated) => &[Sm80Gemv4x4Trunc],
+        (_, _, Precision::Tf32x3) => &[Sm80Gemv4x4Tf32x3],
+        (_, _, _) => &[Sm80Gemv4x4],
+    }
+}
+
 /// Chooses the kernel for a validated, non-empty call and plans its launch. With
 /// [`Dispatch::Auto`], the first kernel of [`preference`] that can run it and gives
 /// `policy.precision`; a forced kernel runs as it is, except that a kernel that can round on
@@ -247,10 +279,11 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
         }
         if let Some(rows) = kernel.max_m() {
             if s.m > rows as usize {
-                return Some(if rows == 8 {
-                    "this skinny kernel holds all of X in one tile: M must be at most 8"
-                } else {
-                    "this skinny kernel holds all of X in one tile: M must be at most 16"
+                return Some(match rows {
+                    1 => "this GEMV kernel holds all of X in one tile: M must be 1",
+                    4 => "this GEMV kernel holds all of X in one tile: M must be at most 4",
+                    8 => "this skinny kernel holds all of X in one tile: M must be at most 8",
+                    _ => "this skinny kernel holds all of X in one tile: M must be at most 16",
                 });
             }
         }
@@ -259,7 +292,7 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
             Family::TmaWgmma if !fits(kernel) && (!x_ok || !w_ok) => Some("TMA needs K % 4 == 0, 16-byte-aligned x and w, and leading dimensions that are multiples of 4 (or a workspace to repack them)"),
             Family::TmaWgmma if !fits(kernel) && kernel.needs_split_w() => Some("this kernel reads W split into 3xTF32's two parts: pass a weight prepared by a Tf32x3 handle (FusedGemm::prepare_weight) or a workspace to split W into"),
             Family::TmaWgmma if !fits(kernel) => Some("this kernel reads W rounded to TF32: pass a prepared weight (FusedGemm::prepare_weight) or a workspace to round W into"),
-            Family::MmaSync | Family::Skinny if !fits(kernel) => Some("16-byte loads need K % 4 == 0, 16-byte-aligned x and w, and leading dimensions that are multiples of 4 (or a workspace to repack them)"),
+            Family::MmaSync | Family::Skinny | Family::Gemv if !fits(kernel) => Some("16-byte loads need K % 4 == 0, 16-byte-aligned x and w, and leading dimensions that are multiples of 4 (or a workspace to repack them)"),
             _ => None,
         }
     };
@@ -281,10 +314,11 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
                 let (x, w) = repacks(kernel);
                 !(x || w) || worth_repacking
             };
-            // A skinny kernel only on operands it reads as they are: a repack would move all of W
-            // once more, which is all the kernel's time.
-            let skinny = skinny_preference(s, device, policy.precision).iter().filter(|&&k| repacks(k) == (false, false));
-            *skinny
+            // A GEMV or skinny kernel only on operands it reads as they are: a repack would move
+            // all of W once more, which is all the kernel's time.
+            let decoding = gemv_preference(s, device, policy.precision).iter().chain(skinny_preference(s, device, policy.precision));
+            let decoding = decoding.filter(|&&k| repacks(k) == (false, false));
+            *decoding
                 .chain(preferred)
                 .find(|k| refusal(**k).is_none() && cheap(**k))
                 .ok_or_else(|| Error::KernelUnavailable { kernel: preferred[0], reason: refusal(preferred[0]).unwrap_or("no kernel fits this device") })?
@@ -305,6 +339,8 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
     let grid = match (spec.family, sk) {
         // One cluster per 16 rows of W.
         (Family::Skinny, _) => cluster as u64 * (s.n as u64).div_ceil(spec.tile_n as u64),
+        // One CTA per `tile_n` rows of W, each over all of K.
+        (Family::Gemv, _) => (s.n as u64).div_ceil(spec.tile_n as u64),
         (Family::TmaWgmma, Some(sk)) => spec.cluster_m as u64 * sk.ctas as u64,
         // One CTA per whole tile, then the stream-K CTAs.
         (Family::MmaSync, Some(sk)) => s.tiles(kernel) - sk.tiles as u64 + sk.ctas as u64,

@@ -372,9 +372,11 @@ fn the_cluster_kernel_launches_whole_resident_clusters() {
     // The plain ping-pong kernel: no cluster, one CTA per SM.
     let p = select(&H200(), Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc), shape(16384, 4096, 4096), (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
     assert_eq!((p.grid, p.cluster), (132, 1));
-    // Every other kernel runs without clusters, but a skinny one, whose clusters split K.
+    // Every other kernel runs without clusters, but a skinny one, whose clusters split K (a
+    // GEMV kernel on as many rows of X as it holds).
     for k in Kernel::ALL.into_iter().filter(|&k| k.cluster_m() == 1 && k.family() != Family::Skinny) {
-        let p = select(&H200(), Dispatch::Force(k), shape(300, 200, 64), (ALIGNED, 64), (ALIGNED, 64), usize::MAX).unwrap();
+        let m = k.max_m().map_or(300, |rows| rows as usize);
+        let p = select(&H200(), Dispatch::Force(k), shape(m, 200, 64), (ALIGNED, 64), (ALIGNED, 64), usize::MAX).unwrap();
         assert_eq!(p.cluster, 1, "{p:?}");
     }
 }
@@ -410,9 +412,9 @@ fn auto_picks_the_cooperative_cluster_kernel_for_at_least_three_waves() {
         let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
         assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong128x128Trunc, 1), "{m}×{n}×{k}");
     }
-    // At most one wave (132) of 64×64 tiles: the 64×64 ping-pong (below 17 rows with a W past
+    // At most one wave (132) of 64×64 tiles: the 64×64 ping-pong (5 to 16 rows with a W past
     // the skinny kernels' 3·2²² elements); else of 64×128 tiles: the 64×128 one.
-    for (m, n, k) in [(1, 4096, 4100), (17, 4096, 4096), (128, 4096, 4096), (64, 8192, 64), (257, 129, 4096), (300, 1024, 512)] {
+    for (m, n, k) in [(5, 4096, 4100), (17, 4096, 4096), (128, 4096, 4096), (64, 8192, 64), (257, 129, 4096), (300, 1024, 512)] {
         let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
         assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong64x64Trunc, 1), "{m}×{n}×{k}");
     }
@@ -517,16 +519,29 @@ fn tf32x3_picks_its_kernels_and_reads_w_split() {
 }
 
 #[test]
-fn decoding_sizes_take_the_skinny_kernels_on_sm_90() {
+fn decoding_sizes_take_the_gemv_and_skinny_kernels_on_sm_90() {
     use Precision::{Tf32 as Nearest, Tf32Truncated as Truncate, Tf32x3};
     let a = |k| (ALIGNED, k);
     let auto = |d: &Dev, r, m, n, k| select_kernel(d, Dispatch::Auto, r, shape(m, n, k), a(k), a(k), 0).unwrap();
-    // M ≤ 8 up to 3·2²² elements of W, M ≤ 16 up to 2²²; each precision its build, nothing
-    // repacked, no stream-K, no workspace; what the kernel does is what the plan says.
+    // M = 1, any W: the GEMV kernels (the 2-row tile from K = 2048 on, else the 4-row one); 2 ≤
+    // M ≤ 4, any W, from K = 1024 on: the 4-row GEMV. Up to 8 rows (shorter K at M ≤ 4) with up
+    // to 3·2²² elements of W, and M ≤ 16 up to 2²²: the skinny kernels. Each
+    // precision its build, nothing repacked, no stream-K, no workspace; what the kernel does is
+    // what the plan says.
     for (m, n, k, kernel) in [
-        (1, 768, 3072, Kernel::Sm90Skinny8x16),
+        (1, 768, 3072, Kernel::Sm80Gemv1x2),
+        (1, 4096, 14336, Kernel::Sm80Gemv1x2),
+        (1, 4096, 2048, Kernel::Sm80Gemv1x2),
+        (1, 4096, 2044, Kernel::Sm80Gemv1x4),
+        (1, 3072, 768, Kernel::Sm80Gemv1x4),
+        (2, 4096, 4096, Kernel::Sm80Gemv4x4),
+        (4, 768, 3072, Kernel::Sm80Gemv4x4),
+        (4, 8192, 8192, Kernel::Sm80Gemv4x4),
+        (4, 1024, 1024, Kernel::Sm80Gemv4x4),
+        (4, 3072, 768, Kernel::Sm90Skinny8x16),
+        (2, 4096, 1020, Kernel::Sm90Skinny8x16),
+        (5, 768, 3072, Kernel::Sm90Skinny8x16),
         (8, 3072, 4096, Kernel::Sm90Skinny8x16),
-        (1, 4096, 3072, Kernel::Sm90Skinny8x16),
         (9, 1024, 1024, Kernel::Sm90Skinny16x16),
         (16, 768, 3072, Kernel::Sm90Skinny16x16),
     ] {
@@ -535,37 +550,59 @@ fn decoding_sizes_take_the_skinny_kernels_on_sm_90() {
             let want = Kernel::ALL[kernel.index() + build];
             assert_eq!((p.kernel, p.precision, p.round_on_load, p.repack_x, p.repack_w), (want, r, false, false, false), "{m}×{n}×{k} {r:?}");
             assert_eq!((p.stream_k_tiles, p.workspace_len(), p.smem_bytes, p.block), (0, 0, want.smem_bytes(), want.threads()));
-            assert_eq!(p.grid, p.cluster * n.div_ceil(16) as u32, "one cluster per 16 rows of W");
+            let rows_per_cta = want.tile().1 as usize;
+            assert_eq!(p.grid, p.cluster * n.div_ceil(rows_per_cta) as u32, "one cluster per tile of W rows");
+            if want.family() == Family::Gemv {
+                assert_eq!(p.cluster, 1, "a GEMV CTA covers all of K");
+            }
         }
     }
-    // The split: 48 clusters of 16 rows × 3 CTAs fill 132 SMs.
-    assert_eq!(auto(&H200(), Nearest, 1, 768, 3072).cluster, 3);
-    // Past the limits: the TMA kernels (at 1×4096×4096 the 64×64 tiles, unsplit)...
-    for (m, n, k) in [(17, 768, 3072), (9, 4096, 4096), (1, 8192, 4096), (1, 4096, 4096), (8, 4096, 3076)] {
+    // The skinny split: 48 clusters of 16 rows × 3 CTAs fill 132 SMs. A GEMV CTA covers all of K.
+    assert_eq!(auto(&H200(), Nearest, 5, 768, 3072).cluster, 3);
+    assert_eq!(auto(&H200(), Nearest, 1, 768, 3072).cluster, 1);
+    // Past the limits: the TMA kernels (at 5×4096×4096 the 64×64 tiles, unsplit)...
+    for (m, n, k) in [(17, 768, 3072), (9, 4096, 4096), (5, 8192, 4096), (5, 4096, 4096), (8, 4096, 3076)] {
         assert_eq!(auto(&H200(), Nearest, m, n, k).kernel.family(), Family::TmaWgmma, "{m}×{n}×{k}");
     }
-    let p = select_kernel(&H200(), Dispatch::Auto, Nearest, shape(1, 4096, 4096), a(4096), a(4096), usize::MAX).unwrap();
+    let p = select_kernel(&H200(), Dispatch::Auto, Nearest, shape(5, 4096, 4096), a(4096), a(4096), usize::MAX).unwrap();
     assert_eq!((p.kernel, p.grid, p.stream_k_tiles), (Kernel::Sm90Pingpong64x64Trunc, 64, 0));
     // ...except Tf32x3, whose skinny build keeps W up to 2²⁴ for M ≤ 8.
     assert_eq!(auto(&H200(), Tf32x3, 8, 4096, 4096).kernel, Kernel::Sm90Skinny8x16Tf32x3);
-    assert_ne!(auto(&H200(), Tf32x3, 1, 4096, 4100).kernel.family(), Family::Skinny);
-    // Not on sm_80, and not on operands it would have to repack (unaligned X: the scalar mma.sync
-    // kernel, as before; with a workspace, still no skinny plan).
+    assert_ne!(auto(&H200(), Tf32x3, 5, 4096, 4100).kernel.family(), Family::Skinny);
+    // Not on sm_80 (measured on sm_90 only), and not on operands it would have to repack
+    // (unaligned X: the scalar mma.sync kernel, as before; with a workspace, still no GEMV or
+    // skinny plan).
     assert_eq!(auto(&A100(), Nearest, 1, 768, 3072).kernel, Kernel::Sm80Mma64x64Vec4);
-    for ws in [0, usize::MAX] {
-        let p = select_kernel(&H200(), Dispatch::Auto, Nearest, shape(1, 768, 3072), (ALIGNED + 4, 3072), a(3072), ws).unwrap();
-        assert_ne!(p.kernel.family(), Family::Skinny, "{p:?}");
+    for (m, ws) in [(1, 0), (1, usize::MAX), (4, 0), (8, usize::MAX)] {
+        let p = select_kernel(&H200(), Dispatch::Auto, Nearest, shape(m, 768, 3072), (ALIGNED + 4, 3072), a(3072), ws).unwrap();
+        assert!(p.kernel.max_m().is_none(), "{p:?}");
     }
     // A prepared W rounded: read as it is. A split one (Tf32x3 on sm_90): the TMA kernel.
     let p = select_prepared(&H200(), Dispatch::Auto, Nearest, shape(1, 768, 3072), a(3072), 0).unwrap();
+    assert_eq!((p.kernel, p.precision), (Kernel::Sm80Gemv1x2, Nearest));
+    let p = select_prepared(&H200(), Dispatch::Auto, Nearest, shape(6, 768, 3072), a(3072), 0).unwrap();
     assert_eq!((p.kernel, p.precision), (Kernel::Sm90Skinny8x16, Nearest));
     let p = select_prepared(&H200(), Dispatch::Auto, Tf32x3, shape(1, 768, 3072), a(3072), 0).unwrap();
     assert_eq!((p.kernel, p.precision), (Kernel::Sm90Pingpong64x128Tf32x3, Tf32x3));
-    // Forced: M beyond the tile is refused with the reason; sm_80 cannot run it.
+    // Forced: M beyond the tile is refused with the reason; sm_80 cannot run a skinny kernel,
+    // but runs a GEMV one; neither reads a split weight.
     let e = select(&H200(), Dispatch::Force(Kernel::Sm90Skinny8x16), shape(9, 64, 64), a(64), a(64), 0).unwrap_err();
     assert!(e.to_string().contains("at most 8"), "{e}");
+    let e = select(&H200(), Dispatch::Force(Kernel::Sm80Gemv4x4), shape(5, 64, 64), a(64), a(64), 0).unwrap_err();
+    assert!(e.to_string().contains("at most 4"), "{e}");
+    let e = select(&H200(), Dispatch::Force(Kernel::Sm80Gemv1x2Trunc), shape(2, 64, 64), a(64), a(64), 0).unwrap_err();
+    assert!(e.to_string().contains("M must be 1"), "{e}");
     let e = select(&A100(), Dispatch::Force(Kernel::Sm90Skinny16x16), shape(1, 64, 64), a(64), a(64), 0).unwrap_err();
     assert!(e.to_string().contains("sm_90"), "{e}");
+    let p = select(&A100(), Dispatch::Force(Kernel::Sm80Gemv1x4), shape(1, 64, 64), a(64), a(64), 0).unwrap();
+    assert_eq!((p.grid, p.cluster, p.block), (16, 1, 128));
     let e = select_prepared(&H200(), Dispatch::Force(Kernel::Sm90Skinny8x16Tf32x3), Tf32x3, shape(1, 64, 64), a(64), 0).unwrap_err();
     assert!(e.to_string().contains("split"), "{e}");
+    let e = select_prepared(&H200(), Dispatch::Force(Kernel::Sm80Gemv1x4Tf32x3), Tf32x3, shape(1, 64, 64), a(64), 0).unwrap_err();
+    assert!(e.to_string().contains("split"), "{e}");
+    // An unaligned X, forced: repacked into a workspace when there is one, refused without.
+    let p = select(&H200(), Dispatch::Force(Kernel::Sm80Gemv1x2), shape(1, 64, 2048), (ALIGNED + 4, 2048), a(2048), usize::MAX).unwrap();
+    assert!(p.repack_x && !p.repack_w, "{p:?}");
+    let e = select(&H200(), Dispatch::Force(Kernel::Sm80Gemv1x2), shape(1, 64, 2048), (ALIGNED + 4, 2048), a(2048), 0).unwrap_err();
+    assert!(e.to_string().contains("16-byte"), "{e}");
 }

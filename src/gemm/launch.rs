@@ -85,6 +85,15 @@ pub(crate) fn launch(kernels: &LoadedKernels, stream: &CudaStream, plan: &Plan, 
             // caller's guards keep them alive and ordered on `stream`.
             unsafe { launch.launch(cfg) }?;
         }
+        Family::Gemv => {
+            let mut launch = stream.launch_builder(function);
+            launch.arg(&problem);
+            // SAFETY: `problem` matches the kernel's `const GeProblem` parameter (bindgen); its
+            // pointers are live, validated device buffers of this context (X with at most the
+            // tile's rows and 16-byte rows: select() checked both), ordered on `stream` by the
+            // caller's guards. The grid is one CTA per `tile_n` rows of W; no dynamic shared memory.
+            unsafe { launch.launch(cfg) }?;
+        }
         Family::Skinny if plan.cluster == 1 => {
             let mut launch = stream.launch_builder(function);
             launch.arg(&problem);

@@ -38,9 +38,9 @@ fn device() -> impl Strategy<Value = Dev> {
         Just(fixed(A100)),
         Just(fixed(RTX4090)),
         // H200 with any number of clusters (0: the cluster kernels cannot run) and any CTAs per SM.
-        (0u32..=66, proptest::array::uniform32(1u32..=4)).prop_map(|(clusters, ctas)| {
+        (0u32..=66, proptest::collection::vec(1u32..=4, KERNEL_COUNT)).prop_map(|(clusters, ctas)| {
             let mut occ = Occupancy { max_active_clusters: clusters, ..Occupancy::NONE };
-            occ.ctas_per_sm.copy_from_slice(&ctas[..KERNEL_COUNT]);
+            occ.ctas_per_sm.copy_from_slice(&ctas);
             Dev { info: H200, occ }
         }),
     ]
@@ -235,6 +235,9 @@ fn check_plan(c: &Case) -> Result<(), TestCaseError> {
     } else {
         prop_assert_eq!(plan.cluster, k.cluster_m());
     }
+    if let Some(rows) = k.max_m() {
+        prop_assert!(s.m <= rows as usize, "{:?} on more rows of X than its tile", k);
+    }
     prop_assert_eq!(plan.grid % plan.cluster, 0);
     prop_assert_eq!(plan.block, k.threads());
     prop_assert_eq!(plan.smem_bytes, k.smem_bytes());
@@ -245,6 +248,11 @@ fn check_plan(c: &Case) -> Result<(), TestCaseError> {
         // One cluster per 16 rows of W, no stream-K.
         Family::Skinny => {
             prop_assert_eq!(plan.grid as u64, plan.cluster as u64 * (s.n as u64).div_ceil(16));
+            prop_assert_eq!((plan.stream_k_tiles, plan.stream_k_ctas), (0, 0));
+        }
+        // One CTA per tile_n rows of W, each over all of K.
+        Family::Gemv => {
+            prop_assert_eq!(plan.grid as u64, (s.n as u64).div_ceil(k.spec().tile_n as u64));
             prop_assert_eq!((plan.stream_k_tiles, plan.stream_k_ctas), (0, 0));
         }
         // One CTA per whole tile, then the stream-K CTAs.

@@ -96,8 +96,9 @@ pub(crate) fn shares_last_wave(t: u64, wave: u64) -> bool {
 ///   CTAs, so that the last wave does not keep a few SMs busy while the rest idle.
 pub(crate) fn plan(device: &DeviceInfo, occupancy: &Occupancy, kernel: Kernel, s: Shape, room: usize) -> Option<StreamK> {
     let spec = kernel.spec();
-    // A skinny kernel splits K inside its clusters, with no workspace (gemm::skinny).
-    if s.k == 0 || spec.family == Family::Skinny {
+    // A skinny kernel splits K inside its clusters, with no workspace (gemm::skinny); a GEMV
+    // CTA covers all of K.
+    if s.k == 0 || matches!(spec.family, Family::Skinny | Family::Gemv) {
         return None;
     }
     let wave = occupancy.wave(device, kernel) as u64;

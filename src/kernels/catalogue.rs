@@ -6,7 +6,7 @@ use std::fmt;
 
 use crate::sys::*;
 
-/// The two kernel families.
+/// The kernel families.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Family {
     /// `cp.async` multistage pipeline + `mma.sync.m16n8k8` TF32 (sm_80 and newer; any shape).
@@ -20,6 +20,11 @@ pub enum Family {
     /// thread-block cluster whose CTAs add their sums through distributed shared memory (sm_90
     /// only; operands with 16-byte rows). Memory-bound by design. `csrc/skinny/`.
     Skinny,
+    /// Decoding-size X (M ≤ the tile's 1 or 4 rows) on the CUDA cores: W streamed once, 512
+    /// contiguous bytes of a row per warp load, one fp32 FMA per product on operands converted
+    /// as the precision asks; K over the CTA's warps, no split across CTAs (sm_80 and newer;
+    /// operands with 16-byte rows). `csrc/gemv/`.
+    Gemv,
 }
 
 /// What a call computes its products with (docs/EPILOGUE.md): how the fp32 operands become TF32
@@ -57,6 +62,8 @@ pub(crate) enum Schedule {
     Cooperative,
     /// mma.sync on 16 rows of W per CTA against all of X, K split over a cluster.
     Skinny,
+    /// CUDA-core FMA on a few rows of W per CTA against all of X, K over the CTA's warps.
+    Gemv,
 }
 
 /// How the operands travel from global to shared memory.
@@ -144,6 +151,14 @@ const fn wgmma(name: &'static str, schedule: Schedule, c: [u32; 6], cluster_m: u
 const fn skinny(name: &'static str, c: [u32; 6], precision: Precision) -> Spec {
     let [tile_m, tile_n, tile_k, stages, threads, smem_bytes] = c;
     Spec { name, family: Family::Skinny, schedule: Schedule::Skinny, tile_m, tile_n, tile_k, stages, threads, smem_bytes, access: Access::AlignedRows, precision, cluster_m: 1 }
+}
+
+/// A GEMV configuration (a `GE_GEMV_*` block: `[TILE_M, TILE_N, TILE_K, UNROLL, THREADS]`), one
+/// CTA per `tile_n` rows of W; `stages` holds the chunks of K in flight per lane, and the only
+/// shared memory is the static reduction's.
+const fn gemv(name: &'static str, c: [u32; 5], precision: Precision) -> Spec {
+    let [tile_m, tile_n, tile_k, stages, threads] = c;
+    Spec { name, family: Family::Gemv, schedule: Schedule::Gemv, tile_m, tile_n, tile_k, stages, threads, smem_bytes: 0, access: Access::AlignedRows, precision, cluster_m: 1 }
 }
 
 /// The table: `Variant => spec;`, with the variant's doc comment. Generates [`Kernel`],
@@ -288,6 +303,30 @@ kernel_table! {
     Sm90Skinny16x16Trunc => skinny("ge_sm90_skinny_16x16x32_s4_trunc", [GE_SKINNY_16X16_TILE_M, GE_SKINNY_16X16_TILE_N, GE_SKINNY_16X16_TILE_K, GE_SKINNY_16X16_STAGES, GE_SKINNY_16X16_THREADS, GE_SKINNY_16X16_SMEM_BYTES], Precision::Tf32Truncated);
     /// [`Kernel::Sm90Skinny16x16`] in [`Precision::Tf32x3`].
     Sm90Skinny16x16Tf32x3 => skinny("ge_sm90_skinny_16x16x32_s4_x3", [GE_SKINNY_16X16_TILE_M, GE_SKINNY_16X16_TILE_N, GE_SKINNY_16X16_TILE_K, GE_SKINNY_16X16_STAGES, GE_SKINNY_16X16_THREADS, GE_SKINNY_16X16_SMEM_BYTES], Precision::Tf32x3);
+    /// GEMV on the CUDA cores, X row 0 against 2 rows of W per CTA, 8 warps with 2 chunks of
+    /// 128 k in flight per lane (M = 1): operands rounded to nearest in registers, then multiplied
+    /// exactly in fp32. Auto's kernel on sm_90 for M = 1 with K of at least its 2048-wide tile
+    /// (docs/TILING.md, "GEMV").
+    Sm80Gemv1x2 => gemv("ge_sm80_gemv_1x2x2048_s2", [GE_GEMV_1X2_TILE_M, GE_GEMV_1X2_TILE_N, GE_GEMV_1X2_TILE_K, GE_GEMV_1X2_UNROLL, GE_GEMV_1X2_THREADS], Precision::Tf32);
+    /// [`Kernel::Sm80Gemv1x2`] on operands truncated to TF32 ([`Precision::Tf32Truncated`]).
+    Sm80Gemv1x2Trunc => gemv("ge_sm80_gemv_1x2x2048_s2_trunc", [GE_GEMV_1X2_TILE_M, GE_GEMV_1X2_TILE_N, GE_GEMV_1X2_TILE_K, GE_GEMV_1X2_UNROLL, GE_GEMV_1X2_THREADS], Precision::Tf32Truncated);
+    /// [`Kernel::Sm80Gemv1x2`] in [`Precision::Tf32x3`]: the fp32 operands multiplied as they are
+    /// (the fp32 product 3xTF32 emulates); a raw or rounded W (not a split prepared weight).
+    Sm80Gemv1x2Tf32x3 => gemv("ge_sm80_gemv_1x2x2048_s2_x3", [GE_GEMV_1X2_TILE_M, GE_GEMV_1X2_TILE_N, GE_GEMV_1X2_TILE_K, GE_GEMV_1X2_UNROLL, GE_GEMV_1X2_THREADS], Precision::Tf32x3);
+    /// GEMV, X row 0 against 4 rows of W per CTA, 4 warps with one chunk in flight per lane
+    /// (M = 1): Auto's kernel on sm_90 for M = 1 with K shorter than [`Kernel::Sm80Gemv1x2`]'s tile.
+    Sm80Gemv1x4 => gemv("ge_sm80_gemv_1x4x512_s1", [GE_GEMV_1X4_TILE_M, GE_GEMV_1X4_TILE_N, GE_GEMV_1X4_TILE_K, GE_GEMV_1X4_UNROLL, GE_GEMV_1X4_THREADS], Precision::Tf32);
+    /// [`Kernel::Sm80Gemv1x4`] on operands truncated to TF32 ([`Precision::Tf32Truncated`]).
+    Sm80Gemv1x4Trunc => gemv("ge_sm80_gemv_1x4x512_s1_trunc", [GE_GEMV_1X4_TILE_M, GE_GEMV_1X4_TILE_N, GE_GEMV_1X4_TILE_K, GE_GEMV_1X4_UNROLL, GE_GEMV_1X4_THREADS], Precision::Tf32Truncated);
+    /// [`Kernel::Sm80Gemv1x4`] in [`Precision::Tf32x3`] (fp32 products).
+    Sm80Gemv1x4Tf32x3 => gemv("ge_sm80_gemv_1x4x512_s1_x3", [GE_GEMV_1X4_TILE_M, GE_GEMV_1X4_TILE_N, GE_GEMV_1X4_TILE_K, GE_GEMV_1X4_UNROLL, GE_GEMV_1X4_THREADS], Precision::Tf32x3);
+    /// GEMV, X rows 0..4 against 4 rows of W per CTA, 8 warps with one chunk in flight per lane
+    /// (M ≤ 4): Auto's kernel on sm_90 for 2 ≤ M ≤ 4.
+    Sm80Gemv4x4 => gemv("ge_sm80_gemv_4x4x1024_s1", [GE_GEMV_4X4_TILE_M, GE_GEMV_4X4_TILE_N, GE_GEMV_4X4_TILE_K, GE_GEMV_4X4_UNROLL, GE_GEMV_4X4_THREADS], Precision::Tf32);
+    /// [`Kernel::Sm80Gemv4x4`] on operands truncated to TF32 ([`Precision::Tf32Truncated`]).
+    Sm80Gemv4x4Trunc => gemv("ge_sm80_gemv_4x4x1024_s1_trunc", [GE_GEMV_4X4_TILE_M, GE_GEMV_4X4_TILE_N, GE_GEMV_4X4_TILE_K, GE_GEMV_4X4_UNROLL, GE_GEMV_4X4_THREADS], Precision::Tf32Truncated);
+    /// [`Kernel::Sm80Gemv4x4`] in [`Precision::Tf32x3`] (fp32 products).
+    Sm80Gemv4x4Tf32x3 => gemv("ge_sm80_gemv_4x4x1024_s1_x3", [GE_GEMV_4X4_TILE_M, GE_GEMV_4X4_TILE_N, GE_GEMV_4X4_TILE_K, GE_GEMV_4X4_UNROLL, GE_GEMV_4X4_THREADS], Precision::Tf32x3);
 }
 
 impl Kernel {
@@ -376,11 +415,12 @@ impl Kernel {
     }
 
     /// The most rows of X (M) a call of this kernel may have: the tile's rows for a
-    /// [`Family::Skinny`] kernel, which holds all of X in one tile; `None` (any M) for the others.
+    /// [`Family::Skinny`] or [`Family::Gemv`] kernel, which holds all of X in one tile; `None`
+    /// (any M) for the others.
     pub const fn max_m(self) -> Option<u32> {
         let s = self.spec();
         match s.family {
-            Family::Skinny => Some(s.tile_m),
+            Family::Skinny | Family::Gemv => Some(s.tile_m),
             _ => None,
         }
     }
@@ -412,9 +452,10 @@ mod tests {
             Schedule::Pingpong => "pingpong",
             Schedule::Cooperative => "cooperative",
             Schedule::Skinny => "skinny",
+            Schedule::Gemv => "gemv",
         };
         let arch = match s.family {
-            Family::MmaSync => "sm80",
+            Family::MmaSync | Family::Gemv => "sm80",
             Family::TmaWgmma | Family::Skinny => "sm90",
         };
         let mut name = format!("ge_{arch}_{schedule}_{}x{}x{}_s{}", s.tile_m, s.tile_n, s.tile_k, s.stages);
@@ -463,7 +504,9 @@ mod tests {
             let s = k.spec();
             assert!(s.threads % 32 == 0 && s.smem_bytes <= 227 * 1024, "{k}");
             // A W box is whole 8-row swizzle atoms, and the cluster's slices tile the W tile.
-            assert!(s.w_box_rows() * s.cluster_m == s.tile_n && s.w_box_rows() % 8 == 0, "{k}");
+            if s.family != Family::Gemv {
+                assert!(s.w_box_rows() * s.cluster_m == s.tile_n && s.w_box_rows() % 8 == 0, "{k}");
+            }
             assert_eq!(s.out_box_rows() * s.tile_parts(), s.tile_m, "{k}: one part per consumer sharing the tile");
             match s.family {
                 Family::MmaSync => assert_eq!(s.smem_bytes, s.stages * (s.tile_m + s.tile_n) * s.tile_k * 4, "{k}"),
@@ -487,6 +530,14 @@ mod tests {
                         s.tile_m % 8 == 0 && s.tile_n == 16 && s.access == Access::AlignedRows,
                         "{k}"
                     );
+                    assert_eq!(k.max_m(), Some(s.tile_m), "{k}");
+                }
+                Family::Gemv => {
+                    // Each warp loads 128 k per chunk (32 lanes × 4), `stages` chunks per trip.
+                    assert_eq!(s.tile_k, 128 * (s.threads / 32) * s.stages, "{k}");
+                    assert!(s.smem_bytes == 0 && s.access == Access::AlignedRows && s.cluster_m == 1, "{k}");
+                    // One thread per output element in the CTA's reduction.
+                    assert!(s.tile_m * s.tile_n <= s.threads, "{k}");
                     assert_eq!(k.max_m(), Some(s.tile_m), "{k}");
                 }
             }

@@ -38,12 +38,12 @@ impl Occupancy {
 
     /// A wave of `kernel` on `device`: what runs at once. One CTA per SM for the persistent
     /// sm_90 kernels (counted in clusters for the cluster kernels), the resident CTAs for
-    /// mma.sync and skinny.
+    /// mma.sync, skinny and GEMV.
     pub fn wave(&self, device: &DeviceInfo, kernel: Kernel) -> u32 {
         match kernel.family() {
             Family::TmaWgmma if kernel.cluster_m() > 1 => self.max_active_clusters,
             Family::TmaWgmma => device.sm_count,
-            Family::MmaSync | Family::Skinny => {
+            Family::MmaSync | Family::Skinny | Family::Gemv => {
                 device.sm_count * self.ctas_per_sm[kernel.index()].max(1)
             }
         }
@@ -86,7 +86,7 @@ pub(crate) struct LoadedKernels {
 impl LoadedKernels {
     pub fn load(ctx: &Arc<CudaContext>, device: DeviceInfo) -> Result<Self> {
         let module = ctx.load_module(Ptx::from_binary(FATBIN.to_vec()))?;
-        let mut functions: [Option<CudaFunction>; KERNEL_COUNT] = Default::default();
+        let mut functions: [Option<CudaFunction>; KERNEL_COUNT] = std::array::from_fn(|_| None);
         // Answers below fill this in; until then a cluster kernel counts as not fitting, which
         // `unsupported` ignores for the checks made before the cluster query.
         let mut occupancy = Occupancy::NONE;

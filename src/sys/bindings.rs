@@ -84,6 +84,21 @@ pub const GE_SKINNY_16X16_STAGES: u32 = 4;
 pub const GE_SKINNY_16X16_THREADS: u32 = 128;
 pub const GE_SKINNY_16X16_SMEM_BYTES: u32 = 65536;
 pub const GE_SKINNY_MAX_SPLIT: u32 = 8;
+pub const GE_GEMV_1X2_TILE_M: u32 = 1;
+pub const GE_GEMV_1X2_TILE_N: u32 = 2;
+pub const GE_GEMV_1X2_UNROLL: u32 = 2;
+pub const GE_GEMV_1X2_THREADS: u32 = 256;
+pub const GE_GEMV_1X2_TILE_K: u32 = 2048;
+pub const GE_GEMV_1X4_TILE_M: u32 = 1;
+pub const GE_GEMV_1X4_TILE_N: u32 = 4;
+pub const GE_GEMV_1X4_UNROLL: u32 = 1;
+pub const GE_GEMV_1X4_THREADS: u32 = 128;
+pub const GE_GEMV_1X4_TILE_K: u32 = 512;
+pub const GE_GEMV_4X4_TILE_M: u32 = 4;
+pub const GE_GEMV_4X4_TILE_N: u32 = 4;
+pub const GE_GEMV_4X4_UNROLL: u32 = 1;
+pub const GE_GEMV_4X4_THREADS: u32 = 256;
+pub const GE_GEMV_4X4_TILE_K: u32 = 1024;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct GeProblem {

@@ -25,8 +25,8 @@ pub const REPACK_MIN_MACS: u64 = 1 << 27;
 /// - a kernel runs only where the device can run it, `FusedGemm::wave(kernel) > 0` (never a
 ///   [`Family::TmaWgmma`] kernel off sm_90: asserted here);
 /// - a [`Family::TmaWgmma`] kernel refuses K = 0 (TMA cannot describe an empty row);
-/// - a kernel with a [`Kernel::max_m`] (the [`Family::Skinny`] kernels, which hold all of X in
-///   one tile) refuses more rows of X than that;
+/// - a kernel with a [`Kernel::max_m`] (the [`Family::Skinny`] and [`Family::Gemv`] kernels,
+///   which hold all of X in one tile) refuses more rows of X than that;
 /// - a kernel that [`Kernel::needs_aligned_rows`] refuses operands whose rows are not 16-byte
 ///   aligned ([`Case::rows_aligned`], which for a prepared W means K % 4 == 0), unless the call
 ///   has a workspace to repack them into (which needs K > 0);
@@ -147,7 +147,8 @@ pub fn refusal(g: &Gpu, case: &Case, kernel: Kernel) -> Option<String> {
 ///   [`Kernel::threads`] and [`Kernel::smem_bytes`], a grid of whole clusters; no stream-K
 ///   and no repack without a workspace. A [`Family::Skinny`] kernel's cluster is its split of
 ///   K, 1 to 8 CTAs (portable clusters), and its grid one cluster per 16 rows of W, on at most
-///   [`Kernel::max_m`] rows of X, never with stream-K;
+///   [`Kernel::max_m`] rows of X, never with stream-K; a [`Family::Gemv`] kernel's grid is one
+///   CTA per tile of W rows, on at most [`Kernel::max_m`] rows of X, never with stream-K;
 /// - repacks, exactly: X is repacked iff the kernel [`Kernel::needs_aligned_rows`] and X's rows
 ///   are not aligned; W is repacked iff the kernel needs aligned rows and W's are not (a prepared
 ///   W's are when K % 4 == 0), or the kernel [`Kernel::needs_rounded_w`] and W is not a prepared
@@ -173,8 +174,9 @@ pub fn refusal(g: &Gpu, case: &Case, kernel: Kernel) -> Option<String> {
 /// - on sm_90, with `Tf32` or `Tf32Truncated` asked, operands TMA can read — directly
 ///   ([`Case::tma_ok`]), or repacked into a workspace (K > 0 and at least [`REPACK_MIN_MACS`]
 ///   multiply-adds, or as the plan shows) — run a [`Family::TmaWgmma`] kernel fed from shared
-///   memory, raw W or prepared (the TMA rounds on load for `Tf32`), or, for decoding sizes
-///   (M ≤ 16), a [`Family::Skinny`] kernel on operands with 16-byte rows, nothing repacked.
+///   memory, raw W or prepared (the TMA rounds on load for `Tf32`), or, for decoding sizes,
+///   a [`Family::Gemv`] (M ≤ 4) or [`Family::Skinny`] (M ≤ 16) kernel on operands with
+///   16-byte rows, nothing repacked.
 pub fn assert_plan_keeps_the_contract(g: &Gpu, case: &Case, p: &Plan) {
     let k = p.kernel;
     let asked = case.effective_precision(&g.gemm);
@@ -194,6 +196,11 @@ pub fn assert_plan_keeps_the_contract(g: &Gpu, case: &Case, p: &Plan) {
         assert_eq!((p.block, p.smem_bytes), (k.threads(), k.smem_bytes()), "launch shape of {ctx}");
     } else {
         assert_eq!((p.cluster, p.block, p.smem_bytes), (k.cluster_m(), k.threads(), k.smem_bytes()), "launch shape of {ctx}");
+    }
+    if k.family() == Family::Gemv {
+        assert_eq!(p.grid as usize, case.n.div_ceil(k.tile().1 as usize), "one CTA per tile of W rows: {ctx}");
+        assert!(case.m <= k.max_m().expect("a GEMV kernel's rows") as usize, "{ctx}");
+        assert_eq!((p.stream_k_tiles, p.stream_k_ctas), (0, 0), "a GEMV CTA covers all of K: {ctx}");
     }
     assert!(p.grid > 0 && p.grid % p.cluster == 0, "grid of {ctx}");
     if !case.workspace {
@@ -274,6 +281,12 @@ pub fn assert_plan_keeps_the_contract(g: &Gpu, case: &Case, p: &Plan) {
                     assert!(
                         case.m <= 16 && case.rows_aligned() && !p.repack_x && !p.repack_w,
                         "Auto's skinny kernel on operands it reads as they are: {ctx}"
+                    );
+                }
+                _ if k.family() == Family::Gemv => {
+                    assert!(
+                        case.m <= 4 && case.rows_aligned() && !p.repack_x && !p.repack_w,
+                        "Auto's GEMV kernel on operands it reads as they are: {ctx}"
                     );
                 }
                 Precision::Tf32Truncated | Precision::Tf32 if tma_readable => {
