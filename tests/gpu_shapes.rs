@@ -947,7 +947,7 @@ fn shapes_sm80_gemv_4x4_x3() {
 /// (1 to 8 CTAs per cluster), and around the GEMV kernels' 128-wide chunks and tiles of K; dense
 /// and strided views (padded rows, offsets, an output with odd stride); with and without bias.
 /// Through Auto (which must choose, for each precision, a GEMV kernel for M = 1, or M ≤ 4 with
-/// K ≥ 1024, and else a skinny one within its limits) and each GEMV and skinny kernel forced.
+/// K ≥ 1024, W outside 2²²..2²⁴ elements, and else a skinny one within its limits) and each GEMV and skinny kernel forced.
 /// Every case through `common::check`.
 #[test]
 fn skinny_shapes() {
@@ -976,7 +976,8 @@ fn skinny_shapes() {
             for (dispatch, precision) in dispatches {
                 let case = case.dispatch(dispatch).precision(precision);
                 let plan = common::check(&g, &case, &mut rng).expect("a non-empty problem ran");
-                if dispatch == Dispatch::Auto && (m == 1 || (m <= 4 && k >= 1024)) {
+                let w_in_l2 = (1 << 22..1 << 24).contains(&(n * k));
+                if dispatch == Dispatch::Auto && !w_in_l2 && (m == 1 || (m <= 4 && k >= 1024)) {
                     assert_eq!((plan.kernel.family(), plan.precision), (Family::Gemv, precision), "Auto on {case:?}: {plan:?}");
                 } else if dispatch == Dispatch::Auto && n * k <= 1 << 22 {
                     assert_eq!((plan.kernel.family(), plan.precision), (Family::Skinny, precision), "Auto on {case:?}: {plan:?}");

@@ -212,22 +212,31 @@ fn skinny_preference(s: Shape, device: &DeviceInfo, precision: Precision) -> &'s
     }
 }
 
-/// Most rows of X for which Auto runs a GEMV kernel on sm_90, whatever the size of W: with W
-/// streamed from DRAM, 512 contiguous bytes of a row per warp load read W faster than the TMA
-/// boxes and the skinny kernels' rings do (4.2 TB/s against 3.7–3.9 at 1×4096×14336), and the
-/// CUDA cores' FMAs (M per W element) keep up while M is this small (docs/BENCHMARKS.md, "Decoding
-/// sizes: the GEMV kernels").
+/// Most rows of X for which Auto runs a GEMV kernel on sm_90: the CUDA cores' FMAs (M per W
+/// element) keep up with DRAM while M is this small (docs/BENCHMARKS.md, "Decoding sizes: the
+/// GEMV kernels").
 const GEMV_MAX_M: usize = 4;
 
+/// The elements of W (N·K) between which Auto leaves the GEMV kernels out: from 2²⁴ (64 MiB,
+/// more than the H200's 50 MiB of L2) W streams from DRAM on every call, and the GEMV's
+/// 512-byte warp loads read it fastest (4.2 TB/s against 3.7–3.9 at 1×4096×14336); below 2²²
+/// the call is latency-bound and the GEMV's short CTAs finish first. In between, with W resident
+/// in L2 across calls, the skinny and TMA kernels read it faster (1×4096×2048: the skinny kernel
+/// 0.83× the GEMV's time; 4×4096×1024: 0.72×; 1×11008×1024: the 64×128 ping-pong 0.89×).
+const GEMV_L2_RESIDENT_W: (u64, u64) = (1 << 22, 1 << 24);
+
 /// Auto's GEMV kernel for a call, tried before [`skinny_preference`]'s (sm_90, M ≤
-/// [`GEMV_MAX_M`]); empty when none applies. M = 1 takes the 1-row builds: 2 rows of W and 8
-/// warps per CTA once K fills their 2048-wide tile, else 4 rows and 4 warps (a short K leaves
-/// most of the wide tile's lanes idle). 2 ≤ M ≤ 4 takes the 4-row build once K fills its
-/// 1024-wide tile; with a shorter K the skinny kernel was faster (4×3072×768: 5.85 µs against
-/// 6.60). Each precision has its build.
+/// [`GEMV_MAX_M`], W outside [`GEMV_L2_RESIDENT_W`]); empty when none applies. M = 1 takes the
+/// 1-row builds: 2 rows of W and 8 warps per CTA once K fills their 2048-wide tile, else 4 rows
+/// and 4 warps (a short K leaves most of the wide tile's lanes idle). 2 ≤ M ≤ 4 takes the 4-row
+/// build once K fills its 1024-wide tile; with a shorter K the skinny kernel was faster
+/// (4×3072×768: 0.84× the GEMV's time). Each precision has its build.
 fn gemv_preference(s: Shape, device: &DeviceInfo, precision: Precision) -> &'static [Kernel] {
     use Kernel::*;
-    if !device.is_hopper() || s.m > GEMV_MAX_M || (s.m > 1 && s.k < crate::sys::GE_GEMV_4X4_TILE_K as usize) {
+    let w = (s.n as u64).saturating_mul(s.k as u64);
+    let (low, high) = GEMV_L2_RESIDENT_W;
+    let l2_resident = w >= low && w < high;
+    if !device.is_hopper() || s.m > GEMV_MAX_M || l2_resident || (s.m > 1 && s.k < crate::sys::GE_GEMV_4X4_TILE_K as usize) {
         return &[];
     }
     let long_k = s.k >= crate::sys::GE_GEMV_1X2_TILE_K as usize;

@@ -523,16 +523,20 @@ fn decoding_sizes_take_the_gemv_and_skinny_kernels_on_sm_90() {
     use Precision::{Tf32 as Nearest, Tf32Truncated as Truncate, Tf32x3};
     let a = |k| (ALIGNED, k);
     let auto = |d: &Dev, r, m, n, k| select_kernel(d, Dispatch::Auto, r, shape(m, n, k), a(k), a(k), 0).unwrap();
-    // M = 1, any W: the GEMV kernels (the 2-row tile from K = 2048 on, else the 4-row one); 2 ≤
-    // M ≤ 4, any W, from K = 1024 on: the 4-row GEMV. Up to 8 rows (shorter K at M ≤ 4) with up
-    // to 3·2²² elements of W, and M ≤ 16 up to 2²²: the skinny kernels. Each
+    // M = 1: the GEMV kernels (the 2-row tile from K = 2048 on, else the 4-row one); 2 ≤ M ≤ 4
+    // from K = 1024 on: the 4-row GEMV; both only with W below 2²² or from 2²⁴ elements on (in
+    // between it stays in L2, where the others read it faster). Up to 8 rows (shorter K at M ≤
+    // 4, or W in L2) with up to 3·2²² elements of W, and M ≤ 16 up to 2²²: the skinny kernels.
+    // Each
     // precision its build, nothing repacked, no stream-K, no workspace; what the kernel does is
     // what the plan says.
     for (m, n, k, kernel) in [
         (1, 768, 3072, Kernel::Sm80Gemv1x2),
         (1, 4096, 14336, Kernel::Sm80Gemv1x2),
-        (1, 4096, 2048, Kernel::Sm80Gemv1x2),
-        (1, 4096, 2044, Kernel::Sm80Gemv1x4),
+        (1, 16384, 2048, Kernel::Sm80Gemv1x2),
+        (1, 16384, 2044, Kernel::Sm80Gemv1x4),
+        (1, 1024, 2048, Kernel::Sm80Gemv1x2),
+        (1, 2048, 2044, Kernel::Sm80Gemv1x4),
         (1, 3072, 768, Kernel::Sm80Gemv1x4),
         (2, 4096, 4096, Kernel::Sm80Gemv4x4),
         (4, 768, 3072, Kernel::Sm80Gemv4x4),
@@ -540,6 +544,11 @@ fn decoding_sizes_take_the_gemv_and_skinny_kernels_on_sm_90() {
         (4, 1024, 1024, Kernel::Sm80Gemv4x4),
         (4, 3072, 768, Kernel::Sm90Skinny8x16),
         (2, 4096, 1020, Kernel::Sm90Skinny8x16),
+        (1, 4092, 1024, Kernel::Sm80Gemv1x4),
+        (1, 4096, 1024, Kernel::Sm90Skinny8x16),
+        (1, 4096, 2048, Kernel::Sm90Skinny8x16),
+        (4, 4096, 2048, Kernel::Sm90Skinny8x16),
+        (1, 4096, 3072, Kernel::Sm90Skinny8x16),
         (5, 768, 3072, Kernel::Sm90Skinny8x16),
         (8, 3072, 4096, Kernel::Sm90Skinny8x16),
         (9, 1024, 1024, Kernel::Sm90Skinny16x16),

@@ -305,8 +305,8 @@ kernel_table! {
     Sm90Skinny16x16Tf32x3 => skinny("ge_sm90_skinny_16x16x32_s4_x3", [GE_SKINNY_16X16_TILE_M, GE_SKINNY_16X16_TILE_N, GE_SKINNY_16X16_TILE_K, GE_SKINNY_16X16_STAGES, GE_SKINNY_16X16_THREADS, GE_SKINNY_16X16_SMEM_BYTES], Precision::Tf32x3);
     /// GEMV on the CUDA cores, X row 0 against 2 rows of W per CTA, 8 warps with 2 chunks of
     /// 128 k in flight per lane (M = 1): operands rounded to nearest in registers, then multiplied
-    /// exactly in fp32. Auto's kernel on sm_90 for M = 1 with K of at least its 2048-wide tile
-    /// (docs/TILING.md, "GEMV").
+    /// exactly in fp32. Auto's kernel on sm_90 for M = 1 with K of at least its 2048-wide tile,
+    /// W below 2²² or from 2²⁴ elements (docs/TILING.md, "GEMV").
     Sm80Gemv1x2 => gemv("ge_sm80_gemv_1x2x2048_s2", [GE_GEMV_1X2_TILE_M, GE_GEMV_1X2_TILE_N, GE_GEMV_1X2_TILE_K, GE_GEMV_1X2_UNROLL, GE_GEMV_1X2_THREADS], Precision::Tf32);
     /// [`Kernel::Sm80Gemv1x2`] on operands truncated to TF32 ([`Precision::Tf32Truncated`]).
     Sm80Gemv1x2Trunc => gemv("ge_sm80_gemv_1x2x2048_s2_trunc", [GE_GEMV_1X2_TILE_M, GE_GEMV_1X2_TILE_N, GE_GEMV_1X2_TILE_K, GE_GEMV_1X2_UNROLL, GE_GEMV_1X2_THREADS], Precision::Tf32Truncated);
@@ -314,14 +314,15 @@ kernel_table! {
     /// (the fp32 product 3xTF32 emulates); a raw or rounded W (not a split prepared weight).
     Sm80Gemv1x2Tf32x3 => gemv("ge_sm80_gemv_1x2x2048_s2_x3", [GE_GEMV_1X2_TILE_M, GE_GEMV_1X2_TILE_N, GE_GEMV_1X2_TILE_K, GE_GEMV_1X2_UNROLL, GE_GEMV_1X2_THREADS], Precision::Tf32x3);
     /// GEMV, X row 0 against 4 rows of W per CTA, 4 warps with one chunk in flight per lane
-    /// (M = 1): Auto's kernel on sm_90 for M = 1 with K shorter than [`Kernel::Sm80Gemv1x2`]'s tile.
+    /// (M = 1): Auto's kernel on sm_90 for M = 1 with K shorter than [`Kernel::Sm80Gemv1x2`]'s
+    /// tile, under the same limits of W.
     Sm80Gemv1x4 => gemv("ge_sm80_gemv_1x4x512_s1", [GE_GEMV_1X4_TILE_M, GE_GEMV_1X4_TILE_N, GE_GEMV_1X4_TILE_K, GE_GEMV_1X4_UNROLL, GE_GEMV_1X4_THREADS], Precision::Tf32);
     /// [`Kernel::Sm80Gemv1x4`] on operands truncated to TF32 ([`Precision::Tf32Truncated`]).
     Sm80Gemv1x4Trunc => gemv("ge_sm80_gemv_1x4x512_s1_trunc", [GE_GEMV_1X4_TILE_M, GE_GEMV_1X4_TILE_N, GE_GEMV_1X4_TILE_K, GE_GEMV_1X4_UNROLL, GE_GEMV_1X4_THREADS], Precision::Tf32Truncated);
     /// [`Kernel::Sm80Gemv1x4`] in [`Precision::Tf32x3`] (fp32 products).
     Sm80Gemv1x4Tf32x3 => gemv("ge_sm80_gemv_1x4x512_s1_x3", [GE_GEMV_1X4_TILE_M, GE_GEMV_1X4_TILE_N, GE_GEMV_1X4_TILE_K, GE_GEMV_1X4_UNROLL, GE_GEMV_1X4_THREADS], Precision::Tf32x3);
     /// GEMV, X rows 0..4 against 4 rows of W per CTA, 8 warps with one chunk in flight per lane
-    /// (M ≤ 4): Auto's kernel on sm_90 for 2 ≤ M ≤ 4.
+    /// (M ≤ 4): Auto's kernel on sm_90 for 2 ≤ M ≤ 4 from K = 1024, under the same limits of W.
     Sm80Gemv4x4 => gemv("ge_sm80_gemv_4x4x1024_s1", [GE_GEMV_4X4_TILE_M, GE_GEMV_4X4_TILE_N, GE_GEMV_4X4_TILE_K, GE_GEMV_4X4_UNROLL, GE_GEMV_4X4_THREADS], Precision::Tf32);
     /// [`Kernel::Sm80Gemv4x4`] on operands truncated to TF32 ([`Precision::Tf32Truncated`]).
     Sm80Gemv4x4Trunc => gemv("ge_sm80_gemv_4x4x1024_s1_trunc", [GE_GEMV_4X4_TILE_M, GE_GEMV_4X4_TILE_N, GE_GEMV_4X4_TILE_K, GE_GEMV_4X4_UNROLL, GE_GEMV_4X4_THREADS], Precision::Tf32Truncated);
