@@ -39,8 +39,11 @@ __device__ __forceinline__ void gemv(const GeProblem &p, ReduceSmem<Cfg> &smem, 
 #pragma unroll
         for (int u = 0; u < Cfg::UNROLL; ++u) {
             // k % 4 == 0 (the launch contract), so a lane's four values are all in or all out.
-            const int k = (c + u * Cfg::WARPS) * Cfg::CHUNK_K + 4 * lane;
-            const bool k_in = k < p.k;
+            // A chunk past the last one is clamped before it becomes an offset: unclamped, it
+            // could pass INT_MAX for K near it.
+            const int chunk = c + u * Cfg::WARPS;
+            const int k = min(chunk, chunks - 1) * Cfg::CHUNK_K + 4 * lane;
+            const bool k_in = chunk < chunks && k < p.k;
 #pragma unroll
             for (int r = 0; r < Cfg::TILE_N; ++r)
                 w[u][r] = k_in && n0 + r < p.n ? load_streamed(p.w + int64_t(n0 + r) * p.ldw + k) : zero;

@@ -221,8 +221,8 @@ const GEMV_MAX_M: usize = 4;
 /// more than the H200's 50 MiB of L2) W streams from DRAM on every call, and the GEMV's
 /// 512-byte warp loads read it fastest (4.2 TB/s against 3.7–3.9 at 1×4096×14336); below 2²²
 /// the call is latency-bound and the GEMV's short CTAs finish first. In between, with W resident
-/// in L2 across calls, the skinny and TMA kernels read it faster (1×4096×2048: the skinny kernel
-/// 0.83× the GEMV's time; 4×4096×1024: 0.72×; 1×11008×1024: the 64×128 ping-pong 0.89×).
+/// in L2 across calls, the GEMV lost 7 of 10 raced points to the skinny or TMA kernels (by up to
+/// 1.38×: 4×4096×1024) and won 3 by 4–12 %, so the kernels that ran there before keep it.
 const GEMV_L2_RESIDENT_W: (u64, u64) = (1 << 22, 1 << 24);
 
 /// Auto's GEMV kernel for a call, tried before [`skinny_preference`]'s (sm_90, M ≤
@@ -288,11 +288,12 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
         }
         if let Some(rows) = kernel.max_m() {
             if s.m > rows as usize {
-                return Some(match rows {
-                    1 => "this GEMV kernel holds all of X in one tile: M must be 1",
-                    4 => "this GEMV kernel holds all of X in one tile: M must be at most 4",
-                    8 => "this skinny kernel holds all of X in one tile: M must be at most 8",
-                    _ => "this skinny kernel holds all of X in one tile: M must be at most 16",
+                return Some(match (kernel.family(), rows) {
+                    (Family::Gemv, 1) => "this GEMV kernel holds all of X in one tile: M must be 1",
+                    (Family::Gemv, 4) => "this GEMV kernel holds all of X in one tile: M must be at most 4",
+                    (Family::Skinny, 8) => "this skinny kernel holds all of X in one tile: M must be at most 8",
+                    (Family::Skinny, 16) => "this skinny kernel holds all of X in one tile: M must be at most 16",
+                    _ => "this kernel holds all of X in one tile: M must be at most its tile's rows (Kernel::max_m)",
                 });
             }
         }
