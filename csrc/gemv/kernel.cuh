@@ -1,9 +1,9 @@
 // CTA-scope body of the GEMV: W rows n0 .. n0+TILE_N-1 against every row of X, over all of K.
 // The CTA's warps take interleaved 128-float chunks of K (warp w: chunks w, w + WARPS, ...), each
-// lane 16 bytes of each chunk, so one warp load reads 512 contiguous bytes of a W row: whole
-// 128-byte lines, in the order DRAM serves best. W is read once and nothing is reused, so there
+// lane 16 bytes of each chunk, so one warp load reads 512 contiguous bytes of a W row: four
+// whole 128-byte lines (docs/TILING.md, "GEMV"). W is read once and nothing is reused, so there
 // are no shared tiles: a loop trip loads UNROLL chunks of every row into registers before any
-// FMA uses them, and the resident warps (all of a decoding-size grid fits at once) keep enough
+// FMA uses them, and the many small CTAs (N/2 or N/4 of them, up to 64 warps per SM) keep enough
 // bytes in flight to cover DRAM latency. The lanes' and warps' sums are added in a fixed order,
 // so a plan's result is bitwise repeatable.
 #pragma once
@@ -38,7 +38,8 @@ __device__ __forceinline__ void gemv(const GeProblem &p, ReduceSmem<Cfg> &smem, 
         float4 w[Cfg::UNROLL][Cfg::TILE_N], x[Cfg::UNROLL][Cfg::TILE_M];
 #pragma unroll
         for (int u = 0; u < Cfg::UNROLL; ++u) {
-            // k % 4 == 0 (the launch contract), so a lane's four values are all in or all out.
+            // Rows are read in whole 16-byte units (K % 4 == 0, or rows repacked with zeros past K:
+            // the launch contract), so a lane's four values are all in or all out.
             // A chunk past the last one is clamped before it becomes an offset: unclamped, it
             // could pass INT_MAX for K near it.
             const int chunk = c + u * Cfg::WARPS;
