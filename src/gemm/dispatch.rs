@@ -219,18 +219,18 @@ const GEMV_MAX_M: usize = 4;
 
 /// The elements of W (N·K) between which Auto leaves the GEMV kernels out: from 2²⁴ (64 MiB,
 /// more than the H200's 50 MiB of L2) W streams from DRAM on every call, and the GEMV's
-/// 512-byte warp loads read it fastest (4.2 TB/s against 3.7–3.9 at 1×4096×14336); below 2²²
-/// the call is latency-bound and the GEMV's short CTAs finish first. In between, with W resident
-/// in L2 across calls, the GEMV lost 7 of 10 raced points to the skinny or TMA kernels (by up to
-/// 1.38×: 4×4096×1024) and won 3 by 4–12 %, so the kernels that ran there before keep it.
+/// 512-byte warp loads read it fastest; below 2²² the call is latency-bound and the GEMV's short
+/// CTAs finish first. In between, with W resident in L2 across calls, the GEMV lost most of the
+/// raced points to the skinny or TMA kernels, so the kernels that ran there before keep it
+/// (docs/BENCHMARKS.md, "Decoding sizes: the GEMV kernels", has the races).
 const GEMV_L2_RESIDENT_W: (u64, u64) = (1 << 22, 1 << 24);
 
 /// Auto's GEMV kernel for a call, tried before [`skinny_preference`]'s (sm_90, M ≤
 /// [`GEMV_MAX_M`], W outside [`GEMV_L2_RESIDENT_W`]); empty when none applies. M = 1 takes the
 /// 1-row builds: 2 rows of W and 8 warps per CTA once K fills their 2048-wide tile, else 4 rows
 /// and 4 warps (a short K leaves most of the wide tile's lanes idle). 2 ≤ M ≤ 4 takes the 4-row
-/// build once K fills its 1024-wide tile; with a shorter K the skinny kernel was faster
-/// (4×3072×768: 0.84× the GEMV's time). Each precision has its build.
+/// build once K fills its 1024-wide tile; with a shorter K the skinny kernel was faster. Each
+/// precision has its build.
 fn gemv_preference(s: Shape, device: &DeviceInfo, precision: Precision) -> &'static [Kernel] {
     use Kernel::*;
     let w = (s.n as u64).saturating_mul(s.k as u64);
