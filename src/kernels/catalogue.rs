@@ -359,7 +359,8 @@ impl Kernel {
         (s.tile_m, s.tile_n, s.tile_k)
     }
 
-    /// Shared-memory pipeline depth (K slices in flight).
+    /// Pipeline depth: K slices in flight (shared-memory stages; for a [`Family::Gemv`] kernel,
+    /// the chunks of K each lane has in flight in registers).
     pub const fn stages(self) -> u32 {
         self.spec().stages
     }
