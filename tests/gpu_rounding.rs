@@ -305,74 +305,64 @@ fn prepare_weight_rounds_to_nearest_ties_away() {
     }
 }
 
+/// Runs `kernel` (a `Tf32` build that rounds X and W in registers) on raw operands and its
+/// truncating twin on rna(X) and rna(W) (ties and carries salted in) for each of `shapes`, and
+/// asserts the two outputs bitwise equal with the same launch; returns each plan's cluster (a
+/// skinny kernel's split of K).
+fn assert_twin_on_rounded_operands(g: &Gpu, rng: &mut common::Rng, kernel: Kernel, shapes: &[Problem]) -> Vec<u32> {
+    let twin = common::trunc_twin(kernel).unwrap_or_else(|| panic!("{kernel:?} has no truncating twin"));
+    let kg = g.gemm.with_dispatch(Dispatch::Force(kernel));
+    let tg = g.gemm.with_precision(Precision::Tf32Truncated).with_dispatch(Dispatch::Force(twin));
+    let mut clusters = Vec::new();
+    for (i, pb) in shapes.iter().enumerate() {
+        let (m, n, k) = (pb.m, pb.n, pb.k);
+        let h = Host::generate(pb, i, rng);
+        let xr: Vec<f32> = h.x.iter().copied().map(tf32_rna).collect();
+        let wr: Vec<f32> = h.w.iter().copied().map(tf32_rna).collect();
+        let up = |v: &[f32]| g.stream.clone_htod(v).expect("upload");
+        let (x, w, xr, wr) = (up(&h.x), up(&h.w), up(&xr), up(&wr));
+        let b = h.b.as_deref().map(up);
+        let what = format!("{kernel:?} on (X, W) vs {twin:?} on (rna(X), rna(W)), {m}x{n}x{k}, ldo {}, scale {}", h.ldo, h.scale);
+        let (pk, ok) = run(g, &kg, &x, &MatrixRef::from_slice(&w, n, k), b.as_ref(), (m, n, k), h.scale, h.ldo, None);
+        let (pt, ot) = run(g, &tg, &xr, &MatrixRef::from_slice(&wr, n, k), b.as_ref(), (m, n, k), h.scale, h.ldo, None);
+        assert_eq!((pk.kernel, pk.precision, pt.precision), (kernel, Precision::Tf32, Precision::Tf32Truncated), "{what}");
+        assert_eq!((pk.grid, pk.cluster), (pt.grid, pt.cluster), "{what}: the twins must launch alike");
+        common::assert_bitwise(&ok, &ot, n, &what);
+        clusters.push(pk.cluster);
+    }
+    println!("{kernel:?}: bitwise equal to {twin:?} on rounded operands, {} shapes", shapes.len());
+    clusters
+}
+
 /// The skinny kernels of `Tf32` round X and W in registers, to nearest with ties away: each, on
-/// the raw operands, computes exactly what its truncating twin computes on rna(X) and rna(W)
-/// (ties and carries salted in), with the same split of K, on decoding shapes from one element
-/// to a split of 8 (64 × 16384) and none (4096 columns).
+/// the raw operands, computes exactly what its truncating twin computes on rna(X) and rna(W),
+/// with the same split of K, on decoding shapes from one element to a split of 8 (64 × 16384)
+/// and none (4096 columns).
 #[test]
 fn skinny_register_rounding() {
     let Some(g) = common::hopper_gpu("the skinny kernels") else { return };
     let mut rng = common::rng("skinny_register_rounding");
-    let truncating = g.gemm.with_precision(Precision::Tf32Truncated);
     for kernel in Kernel::ALL.into_iter().filter(|k| k.family() == Family::Skinny && k.precision() == Precision::Tf32) {
-        let twin = common::trunc_twin(kernel).unwrap_or_else(|| panic!("{kernel:?} has no truncating twin"));
-        let (kg, tg) = (g.gemm.with_dispatch(Dispatch::Force(kernel)), truncating.with_dispatch(Dispatch::Force(twin)));
         let rows = kernel.max_m().expect("a skinny kernel's rows") as usize;
         let shapes = [p(1, 1, 4, Sched::Any), p(rows, 33, 1024, Sched::Any), p(rows / 2 + 1, 768, 3072, Sched::Any), p(1, 64, 16384, Sched::Any), p(rows, 4096, 1028, Sched::Any)];
-        let mut splits = std::collections::BTreeSet::new();
-        for (i, pb) in shapes.iter().enumerate() {
-            let (m, n, k) = (pb.m, pb.n, pb.k);
-            let h = Host::generate(pb, i, &mut rng);
-            let xr: Vec<f32> = h.x.iter().copied().map(tf32_rna).collect();
-            let wr: Vec<f32> = h.w.iter().copied().map(tf32_rna).collect();
-            let up = |v: &[f32]| g.stream.clone_htod(v).expect("upload");
-            let (x, w, xr, wr) = (up(&h.x), up(&h.w), up(&xr), up(&wr));
-            let b = h.b.as_deref().map(up);
-            let what = format!("{kernel:?} on (X, W) vs {twin:?} on (rna(X), rna(W)), {m}x{n}x{k}, ldo {}, scale {}", h.ldo, h.scale);
-            let (pk, ok) = run(&g, &kg, &x, &MatrixRef::from_slice(&w, n, k), b.as_ref(), (m, n, k), h.scale, h.ldo, None);
-            let (pt, ot) = run(&g, &tg, &xr, &MatrixRef::from_slice(&wr, n, k), b.as_ref(), (m, n, k), h.scale, h.ldo, None);
-            assert_eq!((pk.kernel, pk.precision, pt.precision), (kernel, Precision::Tf32, Precision::Tf32Truncated), "{what}");
-            assert_eq!((pk.grid, pk.cluster), (pt.grid, pt.cluster), "{what}: the twins must split K alike");
-            common::assert_bitwise(&ok, &ot, n, &what);
-            splits.insert(pk.cluster);
-        }
-        println!("{kernel:?}: bitwise equal to {twin:?} on rounded operands, splits {splits:?}");
+        let splits: std::collections::BTreeSet<u32> = assert_twin_on_rounded_operands(&g, &mut rng, kernel, &shapes).into_iter().collect();
         assert!(splits.contains(&1) && splits.contains(&8), "{kernel:?}: splits {splits:?}");
     }
 }
 
 /// The GEMV kernels of `Tf32` round X and W in registers, to nearest with ties away, then
 /// multiply exactly in fp32: each, on the raw operands, computes exactly what its truncating
-/// twin computes on rna(X) and rna(W) (ties and carries salted in), on shapes from one element
-/// to K past its tile with a ragged last chunk (K % 128 != 0) and N not a multiple of its rows.
+/// twin computes on rna(X) and rna(W), on shapes from one element to K past its tile with a
+/// ragged last chunk (K % 128 != 0) and N not a multiple of its rows.
 #[test]
 fn gemv_register_rounding() {
     let Some(g) = common::gpu() else { return };
     let mut rng = common::rng("gemv_register_rounding");
-    let truncating = g.gemm.with_precision(Precision::Tf32Truncated);
     let mut ran = 0;
     for kernel in Kernel::ALL.into_iter().filter(|k| k.family() == Family::Gemv && k.precision() == Precision::Tf32) {
-        let twin = common::trunc_twin(kernel).unwrap_or_else(|| panic!("{kernel:?} has no truncating twin"));
-        let (kg, tg) = (g.gemm.with_dispatch(Dispatch::Force(kernel)), truncating.with_dispatch(Dispatch::Force(twin)));
         let rows = kernel.max_m().expect("a GEMV kernel's rows") as usize;
         let shapes = [p(1, 1, 4, Sched::Any), p(rows, 33, 1024, Sched::Any), p(rows.div_ceil(2), 771, 3076, Sched::Any), p(1, 64, 16384, Sched::Any), p(rows, 4097, 1028, Sched::Any)];
-        for (i, pb) in shapes.iter().enumerate() {
-            let (m, n, k) = (pb.m, pb.n, pb.k);
-            let h = Host::generate(pb, i, &mut rng);
-            let xr: Vec<f32> = h.x.iter().copied().map(tf32_rna).collect();
-            let wr: Vec<f32> = h.w.iter().copied().map(tf32_rna).collect();
-            let up = |v: &[f32]| g.stream.clone_htod(v).expect("upload");
-            let (x, w, xr, wr) = (up(&h.x), up(&h.w), up(&xr), up(&wr));
-            let b = h.b.as_deref().map(up);
-            let what = format!("{kernel:?} on (X, W) vs {twin:?} on (rna(X), rna(W)), {m}x{n}x{k}, ldo {}, scale {}", h.ldo, h.scale);
-            let (pk, ok) = run(&g, &kg, &x, &MatrixRef::from_slice(&w, n, k), b.as_ref(), (m, n, k), h.scale, h.ldo, None);
-            let (pt, ot) = run(&g, &tg, &xr, &MatrixRef::from_slice(&wr, n, k), b.as_ref(), (m, n, k), h.scale, h.ldo, None);
-            assert_eq!((pk.kernel, pk.precision, pt.precision), (kernel, Precision::Tf32, Precision::Tf32Truncated), "{what}");
-            assert_eq!((pk.grid, pk.cluster), (pt.grid, pt.cluster), "{what}");
-            common::assert_bitwise(&ok, &ot, n, &what);
-            ran += 1;
-        }
-        println!("{kernel:?}: bitwise equal to {twin:?} on rounded operands");
+        ran += assert_twin_on_rounded_operands(&g, &mut rng, kernel, &shapes).len();
     }
     assert_eq!(ran, 15, "three GEMV tiles, five shapes each");
 }
