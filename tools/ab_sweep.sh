@@ -29,7 +29,11 @@ CARGO_TARGET_DIR=$(realpath -m "$CARGO_TARGET_DIR")
 STAGE="$CARGO_TARGET_DIR/ab-stage"
 rm -rf "$STAGE" && mkdir -p "$STAGE"
 worktrees=()
-trap 'for w in "${worktrees[@]}"; do git worktree remove --force "$w" 2>/dev/null || true; done' EXIT
+cleanup() {
+    local w
+    for w in "${worktrees[@]}"; do git worktree remove --force "$w" 2>/dev/null || true; done
+}
+trap cleanup EXIT
 
 # build NAME REV: the sweep bench's executable at REV, staged as $STAGE/NAME; its description in $STAGE/NAME.rev.
 build() {
