@@ -53,8 +53,13 @@ build() {
     [ -n "$exe" ] || { echo "$name: no sweep executable" >&2; exit 1; }
     cp "$exe" "$STAGE/$name"
 }
-build base "$1"
-build new "$2"
+# Both revisions resolved now, so that commits made while the first one builds cannot move the second.
+revs=()
+for rev in "$1" "$2"; do
+    if [ "$rev" = . ]; then revs+=(.); else revs+=("$(git rev-parse --verify "$rev^{commit}")"); fi
+done
+build base "${revs[0]}"
+build new "${revs[1]}"
 
 rm -rf "$OUT" && mkdir -p "$OUT"
 # The two executables share most of their bytes: one solid xz stream stores them once.
