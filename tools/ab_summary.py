@@ -16,7 +16,10 @@ import statistics
 import sys
 from collections import defaultdict
 
-POINTS_HEADER = ("M", "N", "K")
+# The sweep report's points table is read by the heatmap's parser (columns by header name).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs"))
+from plot_benchmarks import parse_sweep  # noqa: E402
+
 RAW = "Tf32 raw W"
 ALONE = "cuBLAS alone"
 PLANS_KEY = "M×N×K"
@@ -28,35 +31,36 @@ def cells(line):
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
-def read_report(path):
-    """(ours raw W µs, cuBLAS alone µs, ratio, plan of ours raw W, [errors raw, prepared, truncated])."""
-    point = plan = None
+def read_plan(path):
+    """(plan of ours raw W, [errors raw, prepared, truncated]) from the report's plans table."""
     header = None
     for line in open(path, encoding="utf-8"):
         if not line.startswith("|"):
             header = None
             continue
         row = cells(line)
-        if tuple(row[:3]) == POINTS_HEADER or (row and row[0] == PLANS_KEY):
-            header = row
-            continue
-        if header is None or set("".join(row)) <= set("-:"):
-            continue
-        col = {name: i for i, name in enumerate(header)}
-        if header[0] == "M":
-            for need in (RAW, ALONE):
-                if need not in col:
-                    sys.exit(f"{path}: the points table has no column {need!r}")
-            raw, alone = float(row[col[RAW]]), float(row[col[ALONE]])
-            point = (raw * 1e3, alone * 1e3, raw / alone)
-        else:
+        if row and row[0] == PLANS_KEY:
+            header = {name: i for i, name in enumerate(row)}
             for need in (PLAN_RAW, ERRORS):
-                if need not in col:
+                if need not in header:
                     sys.exit(f"{path}: the plans table has no column {need!r}")
-            plan = (row[col[PLAN_RAW]], [float(e) for e in row[col[ERRORS]].split(",")])
-    if point is None or plan is None:
+        elif header is not None and not set("".join(row)) <= set("-:"):
+            return row[header[PLAN_RAW]], [float(e) for e in row[header[ERRORS]].split(",")]
+    return None
+
+
+def read_report(path):
+    """(ours raw W µs, cuBLAS alone µs, ratio, plan of ours raw W, [errors raw, prepared, truncated])."""
+    points, _, _ = parse_sweep([path])
+    plan = read_plan(path)
+    if len(points) != 1 or plan is None:
         return None
-    return point + plan
+    (columns,) = points.values()
+    for need in (RAW, ALONE):
+        if need not in columns:
+            sys.exit(f"{path}: the points table has no column {need!r}")
+    raw, alone = columns[RAW], columns[ALONE]
+    return (raw * 1e3, alone * 1e3, raw / alone) + plan
 
 
 def main():

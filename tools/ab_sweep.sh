@@ -64,7 +64,6 @@ build new "${revs[1]}"
 rm -rf "$OUT" && mkdir -p "$OUT"
 # The two executables share most of their bytes: one solid xz stream stores them once.
 (cd "$STAGE" && tar -cf - base new base.rev new.rev | xz -T0 -6 --lzma2=preset=6,dict=64MiB) >"$OUT/builds.tar.xz"
-cp tools/ab_summary.py "$OUT/"
 
 cat >"$OUT/run" <<'RUNNER'
 #!/usr/bin/env bash
@@ -90,8 +89,9 @@ for rep in $(seq 1 "${AB_REPEATS:-2}"); do
         done
     done
 done
+# The summary from the working tree, which travels with .gpu-ab/ (it reads docs/plot_benchmarks.py).
 { echo "base: $(cat "$tmp/base.rev"); new: $(cat "$tmp/new.rev"); $(date -u '+%Y-%m-%d %H:%M UTC')"; echo
-  python3 "$here/ab_summary.py" "$tmp/reports" base new; } | tee "$out/ab.md"
+  python3 "$here/../tools/ab_summary.py" "$tmp/reports" base new; } | tee "$out/ab.md"
 tar -cJf "$out/ab-reports.tar.xz" -C "$tmp" reports
 RUNNER
 chmod +x "$OUT/run"
