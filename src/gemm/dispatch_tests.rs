@@ -597,6 +597,8 @@ fn decoding_sizes_take_the_gemv_and_skinny_kernels_on_sm_90() {
     // but runs a GEMV one; neither reads a split weight.
     let e = select(&H200(), Dispatch::Force(Kernel::Sm90Skinny8x16), shape(9, 64, 64), a(64), a(64), 0).unwrap_err();
     assert!(e.to_string().contains("at most 8"), "{e}");
+    let e = select(&H200(), Dispatch::Force(Kernel::Sm90Skinny16x16), shape(17, 64, 64), a(64), a(64), 0).unwrap_err();
+    assert!(e.to_string().contains("skinny kernel holds all of X in one tile: M must be at most 16"), "{e}");
     let e = select(&H200(), Dispatch::Force(Kernel::Sm80Gemv4x4), shape(5, 64, 64), a(64), a(64), 0).unwrap_err();
     assert!(e.to_string().contains("at most 4"), "{e}");
     let e = select(&H200(), Dispatch::Force(Kernel::Sm80Gemv1x2Trunc), shape(2, 64, 64), a(64), a(64), 0).unwrap_err();
@@ -614,4 +616,43 @@ fn decoding_sizes_take_the_gemv_and_skinny_kernels_on_sm_90() {
     assert!(p.repack_x && !p.repack_w, "{p:?}");
     let e = select(&H200(), Dispatch::Force(Kernel::Sm80Gemv1x2), shape(1, 64, 2048), (ALIGNED + 4, 2048), a(2048), 0).unwrap_err();
     assert!(e.to_string().contains("16-byte"), "{e}");
+}
+
+#[test]
+fn a_plan_reports_the_weaker_rounding_of_x_and_w() {
+    use Precision::{Tf32, Tf32Truncated, Tf32x3};
+    let a = |k: usize| (ALIGNED, k);
+    let s = shape(256, 256, 256);
+    // A truncating mma.sync kernel (it cannot round on load) on a W prepared rounded: X is
+    // truncated, so the product is.
+    let trunc = Dispatch::Force(Kernel::Sm80Mma128x128Vec4Trunc);
+    let p = select_prepared(&H200(), trunc, Tf32, s, a(256), 0).unwrap();
+    assert_eq!((p.repack_x, p.repack_w, p.round_on_load, p.precision), (false, false, false, Tf32Truncated));
+    // The same kernel on an X repacked (rounded) into the workspace and a raw W: W is truncated.
+    let p = select_kernel(&H200(), trunc, Tf32, s, (ALIGNED + 4, 256), a(256), usize::MAX).unwrap();
+    assert_eq!((p.repack_x, p.repack_w, p.precision), (true, false, Tf32Truncated));
+    // Both repacked: both rounded.
+    let p = select_kernel(&H200(), trunc, Tf32, s, (ALIGNED + 4, 256), (ALIGNED + 4, 256), usize::MAX).unwrap();
+    assert_eq!((p.repack_x, p.repack_w, p.precision), (true, true, Tf32));
+    // A 3xTF32 kernel that splits a raw W itself: 3xTF32.
+    let x3 = Kernel::Sm80Mma64x64Vec4Tf32x3;
+    let p = select_kernel(&H200(), Dispatch::Force(x3), Tf32x3, s, a(256), a(256), 0).unwrap();
+    assert_eq!(p.precision, Tf32x3);
+    // The rule itself, where the two are TF32 and 3xTF32: TF32. (No call reaches this pair: a
+    // weight prepared rounded belongs to a Tf32 handle, whose kernels do not split X.)
+    assert_eq!(plan_precision(x3, false, false, WeightForm::Rounded, 256), Tf32);
+}
+
+#[test]
+fn tf32x3_refusals_say_what_the_kernel_needs() {
+    // The sm_90 3xTF32 kernels read W split: without a split weight or room to split it, the
+    // refusal says so (not that it wants W rounded).
+    let a = (ALIGNED, 256);
+    let forced = Dispatch::Force(Kernel::Sm90Cooperative128x128Tf32x3);
+    let e = select_kernel(&H200(), forced, Precision::Tf32x3, shape(256, 256, 256), a, a, 0).unwrap_err();
+    assert!(e.to_string().contains("reads W split into 3xTF32's two parts"), "{e}");
+    // A problem too small to pay for splitting W into the workspace: Auto takes the mma.sync
+    // kernel that splits W in registers, though the workspace has room for the sm_90 one.
+    let p = select_kernel(&H200(), Dispatch::Auto, Precision::Tf32x3, shape(64, 64, 64), (ALIGNED, 64), (ALIGNED, 64), usize::MAX).unwrap();
+    assert_eq!((p.kernel, p.repack_w, p.precision), (Kernel::Sm80Mma64x64Vec4Tf32x3, false, Precision::Tf32x3));
 }

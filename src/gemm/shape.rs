@@ -44,3 +44,36 @@ impl Strided {
         cols % 4 == 0 && self.addr % 16 == 0 && self.ld % 4 == 0 && (self.ld as u64) < (1 << 38)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_rows_need_whole_16_byte_units_and_a_tma_stride() {
+        let a = |addr: u64, ld: usize| Strided { addr, ld };
+        assert!(a(0x7f00_0000_0000, 4096).rows_aligned(4096));
+        // Each condition on its own: K, the address, the stride.
+        assert!(!a(0x7f00_0000_0000, 4096).rows_aligned(4094));
+        assert!(!a(0x7f00_0000_0008, 4096).rows_aligned(4096));
+        assert!(!a(0x7f00_0000_0000, 4098).rows_aligned(4096));
+        // TMA's row stride in bytes stays below 2^40: ld below 2^38 elements.
+        assert!(a(0, (1 << 38) - 4).rows_aligned(4));
+        assert!(!a(0, 1 << 38).rows_aligned(4));
+        // K = 0: no element is read, but the address and stride still describe the rows.
+        assert!(a(0, 0).rows_aligned(0));
+    }
+
+    #[test]
+    fn tiles_and_cluster_tiles_round_up() {
+        let s = Shape { m: 8193, n: 3071, k: 768 };
+        // 128×128: 65 × 24 tiles; in 2-CTA clusters along M, 33 × 24.
+        assert_eq!(s.tiles(Kernel::Sm90Pingpong128x128Trunc), 65 * 24);
+        assert_eq!(s.cluster_tiles(Kernel::Sm90Pingpong128x128Cluster2Trunc), 33 * 24);
+        assert_eq!(s.cluster_tiles(Kernel::Sm90Pingpong128x128Trunc), 65 * 24);
+        assert_eq!(Shape { m: 0, n: 5, k: 5 }.tiles(Kernel::Sm90Pingpong128x128Trunc), 0);
+        // M·N·K saturates instead of wrapping.
+        assert_eq!(Shape { m: usize::MAX, n: 2, k: 2 }.macs(), u64::MAX);
+        assert_eq!(s.macs(), 8193 * 3071 * 768_u64);
+    }
+}

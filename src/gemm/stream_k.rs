@@ -67,9 +67,16 @@ pub(crate) fn next_launch() -> u64 {
     use std::sync::OnceLock;
     static START: OnceLock<u64> = OnceLock::new();
     static COUNT: AtomicU64 = AtomicU64::new(0);
-    const NUMBERS: u64 = (1 << crate::sys::GE_STREAM_K_LAUNCH_BITS) - 1;
     let start = *START.get_or_init(|| std::collections::hash_map::RandomState::new().build_hasher().finish());
-    (start.wrapping_add(COUNT.fetch_add(1, Ordering::Relaxed)) % NUMBERS) + 1
+    launch_number(start, COUNT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The `count`-th launch number after a random `start`: 1 ..= 2^40 − 1 (0 would match a
+/// zeroed workspace, and a 41st bit would spill out of the ticket word), cycling through all
+/// of them before any repeats.
+fn launch_number(start: u64, count: u64) -> u64 {
+    const NUMBERS: u64 = (1 << crate::sys::GE_STREAM_K_LAUNCH_BITS) - 1;
+    (start.wrapping_add(count) % NUMBERS) + 1
 }
 
 /// f32 elements of one stream-K CTA's (cluster's) partial tile.
@@ -201,6 +208,64 @@ mod tests {
         assert!(numbers.iter().all(|&l| (1..1 << crate::sys::GE_STREAM_K_LAUNCH_BITS).contains(&l)), "{numbers:?}");
         // Tagged into the ticket word, a launch number leaves the ticket bits to the count.
         assert_eq!(crate::sys::GE_STREAM_K_LAUNCH_BITS + crate::sys::GE_STREAM_K_TICKET_BITS, 64);
+    }
+
+    #[test]
+    fn launch_numbers_cycle_through_1_to_2_pow_40_minus_1_from_any_start() {
+        let last = (1u64 << crate::sys::GE_STREAM_K_LAUNCH_BITS) - 1;
+        // The ends of the range, and the wrap back to 1 (never 0, never 2^40).
+        assert_eq!(launch_number(0, 0), 1);
+        assert_eq!(launch_number(last - 1, 0), last);
+        assert_eq!(launch_number(last - 1, 1), 1);
+        assert_eq!(launch_number(last, 0), 1);
+        // A start near 2^64 wraps around u64 without leaving the range.
+        for (start, count) in [(u64::MAX, 0), (u64::MAX, 1), (u64::MAX - 3, 7), (u64::MAX / 2, u64::MAX / 2)] {
+            assert!((1..=last).contains(&launch_number(start, count)), "{start} + {count}");
+        }
+        // Consecutive counts give consecutive numbers (mod the range): none repeats before 2^40 − 1 launches.
+        let start = 0x1234_5678_9abc_def0;
+        let first = launch_number(start, 0);
+        for count in [1u64, 2, 1000, last - 1] {
+            assert_eq!(launch_number(start, count), (first - 1 + count) % last + 1, "{count}");
+        }
+        assert_eq!(launch_number(start, last), first, "the cycle is 2^40 − 1 long");
+    }
+
+    #[test]
+    fn no_wave_shares_nothing() {
+        // Size::of asks before any kernel is known to fit: a wave of 0 must not divide.
+        assert!(!shares_last_wave(1000, 0));
+        assert!(!shares_last_wave(0, 0));
+        // 8 full waves and one tile: shared; 7 and a tile, or 8 exactly: not.
+        assert!(shares_last_wave(8 * 132 + 1, 132));
+        assert!(!shares_last_wave(7 * 132 + 1, 132));
+        assert!(!shares_last_wave(8 * 132, 132));
+    }
+
+    #[test]
+    fn tickets_bound_the_tiles_that_stream_k_takes() {
+        // The ticket word counts tiles plus a wave of CTAs in 24 bits: a shape just inside that
+        // is planned, one tile more is not. 64×64 tiles of mma.sync in one column of tiles.
+        let (d, o) = (H200, occupancy(&H200));
+        let k = Kernel::Sm80Mma64x64Vec4;
+        let wave = o.wave(&d, k) as u64;
+        let limit = 1u64 << crate::sys::GE_STREAM_K_TICKET_BITS;
+        let tiles = limit - wave - 1;
+        assert!(tiles % wave != 0, "the test needs a partial last wave");
+        let at = |t: u64| shape(64 * t as usize, 64, 64);
+        assert!(plan(&d, &o, k, at(tiles), usize::MAX).is_some());
+        assert_eq!(plan(&d, &o, k, at(tiles + 1), usize::MAX), None);
+    }
+
+    #[test]
+    fn mma_sync_split_k_gives_each_cta_at_least_8_k_blocks() {
+        // 8 tiles of 64×64 on the A100 (a wave of 216 CTAs): K = 2048 is 64 k-blocks, so
+        // 8 · 64 / 8 = 64 CTAs, not a wave; K = 256 gives 8 CTAs, no more than the tiles: none.
+        let (d, o) = (A100, occupancy(&A100));
+        let k = Kernel::Sm80Mma64x64Vec4;
+        assert_eq!(plan(&d, &o, k, shape(128, 256, 2048), usize::MAX), Some(StreamK { ctas: 64, tiles: 8 }));
+        assert_eq!(plan(&d, &o, k, shape(128, 256, 512), usize::MAX), Some(StreamK { ctas: 16, tiles: 8 }));
+        assert_eq!(plan(&d, &o, k, shape(128, 256, 256), usize::MAX), None);
     }
 
     #[test]

@@ -165,6 +165,37 @@ mod tests {
     }
 
     #[test]
+    fn max_dim_leaves_room_for_the_kernels_round_ups() {
+        // The kernels index with i32 up to 2·128 rows past M (a 2-CTA cluster of 128-row
+        // tiles) and 31 columns past K (a 32-column k-block): both must still fit.
+        assert!(MAX_DIM + 2 * 128 <= i32::MAX as usize);
+        assert!(MAX_DIM + 31 <= i32::MAX as usize);
+        // MAX_DIM itself is valid in every position; one more is refused, named.
+        assert!(check_dims(Shape { m: MAX_DIM, n: MAX_DIM, k: MAX_DIM }).is_ok());
+        for (s, name) in [
+            (Shape { m: MAX_DIM + 1, n: 1, k: 1 }, "M"),
+            (Shape { m: 1, n: MAX_DIM + 1, k: 1 }, "N"),
+            (Shape { m: 1, n: 1, k: MAX_DIM + 1 }, "K"),
+        ] {
+            let e = check_dims(s).unwrap_err();
+            assert!(matches!(e, Error::DimensionTooLarge { what, value, max: MAX_DIM } if what == name && value == MAX_DIM + 1), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_huge_leading_dimension_is_named_by_its_operand() {
+        let huge = |rows: usize, cols: usize| Extent { rows, cols, ld: MAX_LD + 1, len: usize::MAX };
+        for (x, w, out, name) in [
+            (huge(2, 4), dense(3, 4), dense(2, 3), "ldx"),
+            (dense(2, 4), huge(3, 4), dense(2, 3), "ldw"),
+            (dense(2, 4), dense(3, 4), huge(2, 3), "ldo"),
+        ] {
+            let e = validate_shapes(x, w, None, out).unwrap_err();
+            assert!(matches!(e, Error::DimensionTooLarge { what, value, max: MAX_LD } if what == name && value == MAX_LD + 1), "{e}");
+        }
+    }
+
+    #[test]
     fn rejects_dimensions_past_i32() {
         let big = MAX_DIM + 1;
         let x = Extent { rows: 1, cols: big, ld: big, len: big };
