@@ -464,7 +464,8 @@ mod tests {
         assert!(matches!(check_layer(11, None, 4, 3), Err(Error::ShapeMismatch { expected: 12, found: 11, .. })));
         assert!(matches!(check_layer(12, Some(4), 4, 3), Err(Error::ShapeMismatch { expected: 3, found: 4, .. })));
         assert!(matches!(check_layer(0, None, 0, 3), Err(Error::ShapeMismatch { .. })));
-        assert!(matches!(check_layer(0, None, usize::MAX, 2), Err(Error::DimensionTooLarge { .. })));
+        assert!(matches!(check_layer(0, None, usize::MAX, 2), Err(Error::DimensionTooLarge { value: usize::MAX, max, .. }) if max == usize::MAX / 2));
+        assert!(matches!(check_layer(0, None, 4, 0), Err(Error::ShapeMismatch { .. })));
     }
 
     #[test]
