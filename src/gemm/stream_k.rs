@@ -233,7 +233,7 @@ mod tests {
 
     #[test]
     fn no_wave_shares_nothing() {
-        // Size::of asks before any kernel is known to fit: a wave of 0 must not divide.
+        // A wave of 0 (no CTA of the kernel fits) shares nothing and divides nothing.
         assert!(!shares_last_wave(1000, 0));
         assert!(!shares_last_wave(0, 0));
         // 8 full waves and one tile: shared; 7 and a tile, or 8 exactly: not.
@@ -260,7 +260,8 @@ mod tests {
     #[test]
     fn mma_sync_split_k_gives_each_cta_at_least_8_k_blocks() {
         // 8 tiles of 64×64 on the A100 (a wave of 216 CTAs): K = 2048 is 64 k-blocks, so
-        // 8 · 64 / 8 = 64 CTAs, not a wave; K = 256 gives 8 CTAs, no more than the tiles: none.
+        // 8 · 64 / 8 = 64 CTAs, not a wave; K = 512, 16 CTAs; K = 256 gives 8 CTAs, no more
+        // than the tiles: none.
         let (d, o) = (A100, occupancy(&A100));
         let k = Kernel::Sm80Mma64x64Vec4;
         assert_eq!(plan(&d, &o, k, shape(128, 256, 2048), usize::MAX), Some(StreamK { ctas: 64, tiles: 8 }));
