@@ -4,17 +4,19 @@
 # must fail a unit test. The kernels' own mutation run, with the GPU oracles, is
 # tools/mutation_run.sh.
 #
-#   bash tools/host_mutants.sh [OUT]       # here, no GPU: two stages, each a list of MISSED
+#   bash tools/host_mutants.sh [OUT]       # here, no GPU: three stages, each a list of MISSED
 #                                          # mutants in its log and OUT/<stage>/mutants.out/
 #                                          # (default OUT: target/host-mutants)
 #
 # The files: validation, shapes, dispatch, stream-K, the workspace layout, the plan, the skinny
-# split, the weight forms and matrix views; then, with feature nccl (which compiles them), the
-# sharded layer's column split and its constructors. What needs device memory (the accessors of
+# split, the weight forms and matrix views; then the kernel table, the loaded kernels' refusals
+# and waves, the launch's parameters and repacks, the raw entry, errors, the device query and
+# the held workspace; then, with feature nccl (which compiles them), the sharded layer's
+# column split and its constructors. What needs device memory (the accessors of
 # MatrixRef and PreparedWeight, the sharded layer's streams and NCCL) only the GPU suite
 # reaches: those mutants survive here by construction. It mutates the working tree in place
-# (restored after each mutant), so run it in a worktree of its own; about 40 + 15 minutes on 2
-# cores. docs/BENCHMARKS.md
+# (restored after each mutant), so run it in a worktree of its own; about 40 + 20 + 15 minutes
+# on 2 cores. docs/BENCHMARKS.md
 # ("Host logic under mutation") has the last run and the survivors judged equivalent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,9 +33,14 @@ args=()
 for f in "${files[@]}"; do args+=(-f "$f"); done
 echo "== host: ${files[*]}"
 cargo mutants --in-place "${args[@]}" --cargo-test-arg=--lib --cargo-test-arg=--test=errors --timeout 90 -o "$OUT/host" || true
+files=(src/kernels/catalogue.rs src/kernels/loaded.rs src/gemm/launch.rs src/gemm/raw.rs src/error.rs src/device.rs src/held.rs)
+args=()
+for f in "${files[@]}"; do args+=(-f "$f"); done
+echo "== tables and launch: ${files[*]}"
+cargo mutants --in-place "${args[@]}" --cargo-test-arg=--lib --cargo-test-arg=--test=errors --cargo-test-arg=--test=bindings --timeout 90 -o "$OUT/tables" || true
 echo "== nccl: src/sharded/columns.rs src/sharded/mod.rs"
 cargo mutants --in-place --features nccl -f src/sharded/columns.rs -f src/sharded/mod.rs --cargo-test-arg=--lib --timeout 90 -o "$OUT/nccl" || true
-for stage in host nccl; do
+for stage in host tables nccl; do
     echo "== $stage: $(wc -l <"$OUT/$stage/mutants.out/missed.txt") missed, $(wc -l <"$OUT/$stage/mutants.out/caught.txt") caught, $(wc -l <"$OUT/$stage/mutants.out/unviable.txt") unviable"
     cat "$OUT/$stage/mutants.out/missed.txt"
 done

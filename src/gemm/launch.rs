@@ -254,6 +254,26 @@ mod tests {
     }
 
     #[test]
+    fn repacks_hand_each_kernel_the_values_its_rounding_expects() {
+        // What dispatch's plan_precision assumes of a repack: the Tf32x3 kernels get X as it is
+        // (they split it), and W split when they read it so, else as it is; every other kernel
+        // gets both rounded to TF32, also the truncating ones.
+        for k in Kernel::ALL {
+            let x3 = k.precision() == Precision::Tf32x3;
+            assert_eq!(RepackMode::for_x(k), if x3 { RepackMode::Copy } else { RepackMode::Round }, "{k:?}");
+            let w = match (k.needs_split_w(), x3) {
+                (true, _) => RepackMode::Split,
+                (false, true) => RepackMode::Copy,
+                (false, false) => RepackMode::Round,
+            };
+            assert_eq!(RepackMode::for_w(k), w, "{k:?}");
+        }
+        // Both kinds of Tf32x3 kernel exist (else the loop above would not see one of the arms).
+        assert!(Kernel::ALL.iter().any(|k| k.needs_split_w()));
+        assert!(Kernel::ALL.iter().any(|k| !k.needs_split_w() && k.precision() == Precision::Tf32x3));
+    }
+
+    #[test]
     fn rowwise_grids_cover_rows_and_columns() {
         assert_eq!(rowwise_grid(16384, 1025, 132), (5, 422, 1));
         assert_eq!(rowwise_grid(1, 1, 132), (1, 1, 1));

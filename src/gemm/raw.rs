@@ -164,3 +164,21 @@ impl FusedGemm {
         Ok(Some(plan))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reach_ends_at_the_last_row_s_last_element() {
+        let m = |rows: usize, cols: usize, ld: usize| RawMatrix { ptr: 0, rows, cols, ld, len: 0 };
+        // 3 rows of 5 at a stride of 8: the last element read is 2·8 + 4, so 21 from ptr.
+        assert_eq!(m(3, 5, 8).reach(), 21);
+        assert_eq!(m(1, 5, 1 << 40).reach(), 5, "one row reaches its columns, whatever the stride");
+        assert_eq!(RawMatrix::dense(0, 4, 6).reach(), 24);
+        // Empty shapes reach nothing; past usize::MAX saturates (validation refuses it first).
+        assert_eq!((m(0, 5, 8).reach(), m(3, 0, 8).reach()), (0, 0));
+        assert_eq!(m(usize::MAX, 2, 2).reach(), usize::MAX);
+        assert_eq!(RawMatrix::dense(0, usize::MAX, 2).len, usize::MAX);
+    }
+}

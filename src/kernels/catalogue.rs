@@ -479,6 +479,8 @@ mod tests {
     fn names_encode_the_configuration() {
         for k in Kernel::ALL {
             assert_eq!(k.name(), expected_name(k), "{k:?}");
+            // The public accessors and Display say what the row says.
+            assert_eq!((k.stages(), k.to_string()), (k.spec().stages, k.name().to_string()), "{k:?}");
             // The Rust variant says the same: family, schedule and tile.
             let (m, n, _) = k.tile();
             let variant = format!("{k:?}");

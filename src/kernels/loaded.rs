@@ -171,6 +171,18 @@ mod tests {
     }
 
     #[test]
+    fn a_tile_fits_in_exactly_the_shared_memory_the_device_allows() {
+        // The 128×256 mma.sync tile takes 144 KiB: a device allowing exactly that runs it, one
+        // allowing a byte less does not (sm_86/89 allow 99 KiB, sm_80 163 KiB).
+        let k = Kernel::Sm80Mma128x256Vec4;
+        let smem = k.spec().smem_bytes;
+        let exact = DeviceInfo { max_smem_per_block: smem, ..A100 };
+        assert_eq!(unsupported(k, &exact, &Occupancy::NONE), None);
+        let short = DeviceInfo { max_smem_per_block: smem - 1, ..A100 };
+        assert!(unsupported(k, &short, &Occupancy::NONE).expect("refused").contains("shared memory"));
+    }
+
+    #[test]
     fn waves_count_what_runs_at_once() {
         let mut o = Occupancy { max_active_clusters: 60, ..Occupancy::NONE };
         o.ctas_per_sm[Kernel::Sm80Mma128x128Vec4.index()] = 2;
