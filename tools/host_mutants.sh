@@ -27,19 +27,22 @@ mkdir -p "$OUT"
 # once, for the unmutated baseline; mutants touch src/ only).
 if [ -z "${NVCC:-}" ] && [ -x .toolchain/py/nvidia/cu13/bin/nvcc ]; then export NVCC="$PWD/.toolchain/py/nvidia/cu13/bin/nvcc"; fi
 
-files=(src/gemm/validate.rs src/gemm/shape.rs src/gemm/workspace.rs src/gemm/stream_k.rs src/gemm/dispatch.rs
-       src/gemm/plan.rs src/gemm/skinny.rs src/gemm/weight.rs src/matrix.rs)
-args=()
-for f in "${files[@]}"; do args+=(-f "$f"); done
-echo "== host: ${files[*]}"
-cargo mutants --in-place "${args[@]}" --cargo-test-arg=--lib --cargo-test-arg=--test=errors --timeout 90 -o "$OUT/host" || true
-files=(src/kernels/catalogue.rs src/kernels/loaded.rs src/gemm/launch.rs src/gemm/raw.rs src/error.rs src/device.rs src/held.rs)
-args=()
-for f in "${files[@]}"; do args+=(-f "$f"); done
-echo "== tables and launch: ${files[*]}"
-cargo mutants --in-place "${args[@]}" --cargo-test-arg=--lib --cargo-test-arg=--test=errors --cargo-test-arg=--test=bindings --timeout 90 -o "$OUT/tables" || true
-echo "== nccl: src/sharded/columns.rs src/sharded/mod.rs"
-cargo mutants --in-place --features nccl -f src/sharded/columns.rs -f src/sharded/mod.rs --cargo-test-arg=--lib --timeout 90 -o "$OUT/nccl" || true
+# stage NAME [CARGO-MUTANTS ARG ...] -- FILE ...: the mutants of FILEs, into $OUT/NAME.
+stage() {
+    local name=$1 extra=() files=()
+    shift
+    while [ "$1" != -- ]; do extra+=("$1"); shift; done
+    shift
+    for f in "$@"; do files+=(-f "$f"); done
+    echo "== $name: $*"
+    cargo mutants --in-place "${files[@]}" "${extra[@]}" --cargo-test-arg=--lib --timeout 90 -o "$OUT/$name" || true
+}
+stage host --cargo-test-arg=--test=errors -- \
+    src/gemm/validate.rs src/gemm/shape.rs src/gemm/workspace.rs src/gemm/stream_k.rs src/gemm/dispatch.rs \
+    src/gemm/plan.rs src/gemm/skinny.rs src/gemm/weight.rs src/matrix.rs
+stage tables --cargo-test-arg=--test=errors --cargo-test-arg=--test=bindings -- \
+    src/kernels/catalogue.rs src/kernels/loaded.rs src/gemm/launch.rs src/gemm/raw.rs src/error.rs src/device.rs src/held.rs
+stage nccl --features nccl -- src/sharded/columns.rs src/sharded/mod.rs
 for stage in host tables nccl; do
     echo "== $stage: $(wc -l <"$OUT/$stage/mutants.out/missed.txt") missed, $(wc -l <"$OUT/$stage/mutants.out/caught.txt") caught, $(wc -l <"$OUT/$stage/mutants.out/unviable.txt") unviable"
     cat "$OUT/$stage/mutants.out/missed.txt"
