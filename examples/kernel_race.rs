@@ -4,7 +4,8 @@
 //!
 //! Run: `cargo run --release --example kernel_race -- M N K KERNEL...` with kernel names as
 //! `Kernel`'s Debug form (e.g. `Sm90Pingpong128x128 Sm90Pingpong128x128Trunc`); several shapes:
-//! `M,N,K` triples separated by `/`. Prints one markdown row per kernel and shape.
+//! `M,N,K` triples separated by `/`. Prints one markdown row per kernel and shape, with the
+//! kernel's ‖e‖/‖ref‖ against the f64 reference on sampled elements (one more call, output poisoned).
 //! `GEMM_EPILOGUE_SM_LIMITS=a,b,…` races each kernel under each SM limit as well
 //! (`FusedGemm::with_sm_limit`; 0 = none): a split-K or stream-K plan then spreads over fewer CTAs.
 //! `GEMM_EPILOGUE_SAMPLE_MS=t` makes each sample at least t ms of back-to-back calls (default 0.5;
@@ -14,7 +15,7 @@
 use std::num::NonZeroU32;
 use std::process::ExitCode;
 
-use gemm_epilogue::testbed::reference::SplitMix64 as Rng;
+use gemm_epilogue::testbed::reference::{self, HostMatrix, SplitMix64 as Rng};
 use gemm_epilogue::testbed::{self, timing};
 use gemm_epilogue::{cuda_context, Dispatch, FusedGemm, Kernel, MatrixMut, MatrixRef};
 
@@ -66,6 +67,10 @@ fn main() -> ExitCode {
     }
 }
 
+/// Rows and columns of `out` compared with the f64 reference per kernel (as the sweep bench does).
+const CHECK_ROWS: usize = 16;
+const CHECK_COLS: usize = 32;
+
 /// How long each sample lasts and how many rounds of them.
 #[derive(Clone, Copy)]
 struct Samples {
@@ -77,7 +82,7 @@ fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes
     let stream = ctx.default_stream();
     let base = FusedGemm::new(ctx)?;
     println!("Interleaved, {} rounds of one sample per kernel, each sample at least {} ms of back-to-back calls; medians.\n", timing.rounds, timing.ms);
-    println!("| M×N×K | kernel | SM limit | precision | grid, stream-K | median ms | / first |\n|---|---|---:|---|---|---:|---:|");
+    println!("| M×N×K | kernel | SM limit | precision | grid, stream-K | median ms | / first | ‖e‖/‖ref‖ vs f64 |\n|---|---|---:|---|---|---:|---:|---:|");
     let all = kernels;
     for &(m, n, k) in shapes {
         let mut rng = Rng::new((m * 31 + n * 17 + k) as u64);
@@ -104,6 +109,24 @@ fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes
             *plan = gemm.run_with_workspace(&stream, &xr, pw, Some(&b.as_view()), 0.5, &mut o, &mut ws.as_view_mut())?;
             Ok(())
         })?;
+        // Each kernel's error against the f64 reference, on a fresh call into a poisoned (NaN) output.
+        let (hx, hw, hb) = (stream.clone_dtoh(&x)?, stream.clone_dtoh(&w)?, stream.clone_dtoh(&b)?);
+        let rows: Vec<usize> = (0..CHECK_ROWS.min(m)).map(|_| rng.below(m)).collect();
+        let cols: Vec<usize> = (0..CHECK_COLS.min(n)).map(|_| rng.below(n)).collect();
+        let want: Vec<f64> = rows.iter().flat_map(|&r| cols.iter().map(move |&c| (r, c))).map(|(r, c)| reference::element(HostMatrix::new(&hx, m, k), HostMatrix::new(&hw, n, k), Some(&hb), 0.5, r, c).value).collect();
+        let (poison, mut errors) = (vec![f32::NAN; m * n], Vec::new());
+        for (gemm, pw, ws, _) in &mut setups {
+            stream.memcpy_htod(&poison, &mut out)?;
+            let mut o = MatrixMut::from_slice(&mut out, m, n);
+            gemm.run_with_workspace(&stream, &xr, pw, Some(&b.as_view()), 0.5, &mut o, &mut ws.as_view_mut())?;
+            let got: Vec<Vec<f32>> = rows.iter().map(|&r| stream.clone_dtoh(&out.slice(r * n..(r + 1) * n))).collect::<Result<_, _>>()?;
+            let (mut e2, mut r2) = (0.0f64, 0.0f64);
+            for (got, want) in got.iter().flat_map(|row| cols.iter().map(move |&c| row[c])).zip(&want) {
+                let e = f64::from(got) - want;
+                (e2, r2) = (e2 + e * e, r2 + want * want);
+            }
+            errors.push((e2 / r2.max(f64::MIN_POSITIVE)).sqrt());
+        }
         let first = t.median_ms[0];
         for (i, (kernel, limit)) in kernels.iter().enumerate() {
             let ms = t.median_ms[i];
@@ -113,10 +136,10 @@ fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes
             };
             let limit = if *limit == 0 { "–".to_string() } else { limit.to_string() };
             let plan = setups[i].3.map_or("–".into(), |p| format!("{}, {} tiles over {} CTAs", p.grid, p.stream_k_tiles, p.stream_k_ctas));
-            println!("| {m}×{n}×{k} | {kernel:?} | {limit} | {:?} | {plan} | {} | {ratio} |", kernel.precision(), ms.map_or("n/a".into(), |v| format!("{v:.5}")));
+            println!("| {m}×{n}×{k} | {kernel:?} | {limit} | {:?} | {plan} | {} | {ratio} | {:.2e} |", kernel.precision(), ms.map_or("n/a".into(), |v| format!("{v:.5}")), errors[i]);
         }
         for (kernel, _) in all.iter().filter(|(kernel, _)| kernel.max_m().is_some_and(|rows| m > rows as usize)) {
-            println!("| {m}×{n}×{k} | {kernel:?} | – | {:?} | not run: M > its {} rows | – | – |", kernel.precision(), kernel.max_m().unwrap_or(0));
+            println!("| {m}×{n}×{k} | {kernel:?} | – | {:?} | not run: M > its {} rows | – | – | – |", kernel.precision(), kernel.max_m().unwrap_or(0));
         }
     }
     Ok(())
