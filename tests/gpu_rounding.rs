@@ -236,7 +236,7 @@ fn rounding_kernels_round_an_unrounded_prepared_w_first() {
     let Some(g) = common::hopper_gpu("the rounding TMA kernels") else { return };
     let mut rng = common::rng("rounding_kernels_round_an_unrounded_prepared_w_first");
     let truncating = g.gemm.with_precision(Precision::Tf32Truncated);
-    let shapes = [p(300, 520, 512, Sched::SplitK), p(129, 1000, 100, Sched::Any), p(1000, 1023, 1024, Sched::Any)];
+    let shapes = [p(300, 520, 2048, Sched::SplitK), p(129, 1000, 100, Sched::Any), p(1000, 1023, 1024, Sched::Any)];
     for kernel in common::rounding_w_readers() {
         let twin = common::trunc_twin(kernel).expect("a truncating twin");
         let (kg, tg) = (truncating.with_dispatch(Dispatch::Force(kernel)), truncating.with_dispatch(Dispatch::Force(twin)));

@@ -11,12 +11,27 @@ use crate::kernels::Kernel;
 /// Least k-blocks per CTA for which splitting a tile along K is worth a partial-tile round trip.
 const SPLIT_K_MIN_BLOCKS: u64 = 8;
 
-/// TMA split-K: a tile is cut into more than SPLIT_K_FEW_PARTS parts only if each part keeps at
-/// least SPLIT_K_LONG_BLOCKS k-blocks. A finisher adds its parts − 1 partials after the others
-/// are done, so past a few parts each further one costs more than the shorter mainloop saves
-/// (measured on six M ≤ 64 shapes: docs/BENCHMARKS.md, "Small M: fewer parts").
+/// TMA split-K of the other tiles (which Auto never splits: where it runs them, their tiles fill
+/// a wave, except `Tf32x3`'s 64×128 tile): a tile is cut into more than SPLIT_K_FEW_PARTS parts
+/// only if each part keeps at least SPLIT_K_LONG_BLOCKS k-blocks. A finisher adds its parts − 1
+/// partials after the others are done, so past a few parts each further one costs more than the
+/// shorter mainloop saves (measured on six M ≤ 64 shapes with the register-rounding 64×64
+/// build, before the 64×64 tiles had their own model: docs/BENCHMARKS.md, "Small M: fewer parts").
 const SPLIT_K_FEW_PARTS: u64 = 4;
 const SPLIT_K_LONG_BLOCKS: u64 = 16;
+
+/// TMA split-K of the 64×64 tiles, the only TMA tiles Auto splits (`Tf32` and `Tf32Truncated`
+/// run the `Trunc` build, fed from shared memory as the TMA wrote it): the parts p minimise a
+/// tile's time in units of one of its k-blocks, k_blocks / p + SPLIT_K_PART_COST · (p − 1) +
+/// SPLIT_K_COST (p > 1): the mainloop shared out, a partial's round trip per part beyond the
+/// first, and a fixed cost of splitting at all (the hand-off through the workspace, the
+/// finisher waiting for its peers). Fitted on the `Trunc` build at 9 shapes of 12–48 tiles and
+/// 24–128 k-blocks: it picks the fastest count or one within 3 % of it on each, and no split
+/// at 32 k-blocks or fewer, where every split measured 1.04–1.24× the unsplit time
+/// (docs/BENCHMARKS.md, "Split-K of the 64×64 tiles, again"). Its register-rounding twin plans
+/// the same (the rounding tests compare the two bitwise, which needs one order of partial sums).
+const SPLIT_K_PART_COST: f64 = 3.8;
+const SPLIT_K_COST: f64 = 18.0;
 
 /// TMA split-K: no tile is split from SPLIT_K_MAX_TILES tiles on, unless K is long (more than
 /// SPLIT_K_SHORT_BLOCKS k-blocks). 64 CTAs of one tile each already keep the H200's memory busy
@@ -93,8 +108,9 @@ pub(crate) fn shares_last_wave(t: u64, wave: u64) -> bool {
 
 /// Stream-K for `kernel` on `s`, when `room` f32 elements of workspace hold it; else None.
 /// - Fewer tiles than a wave: split-K, every tile shared along K (at least SPLIT_K_MIN_BLOCKS
-///   k-blocks per CTA). TMA kernels cut every tile into the same whole number of parts (more
-///   than SPLIT_K_FEW_PARTS only with SPLIT_K_LONG_BLOCKS k-blocks each), none from
+///   k-blocks per CTA). TMA kernels cut every tile into the same whole number of parts (64×64
+///   tiles as their time model says, the others into more than SPLIT_K_FEW_PARTS only with
+///   SPLIT_K_LONG_BLOCKS k-blocks each), none from
 ///   SPLIT_K_MAX_TILES tiles on unless K is long, and none with more than half a wave of them
 ///   (spreading more tiles over a wave, or cutting them unevenly, measured slower:
 ///   docs/BENCHMARKS.md); mma.sync kernels spread the tiles over a wave of CTAs.
@@ -124,8 +140,14 @@ pub(crate) fn plan(device: &DeviceInfo, occupancy: &Occupancy, kernel: Kernel, s
     let k_blocks = (s.k as u64).div_ceil(spec.tile_k as u64);
     let (ctas, tiles) = if t < wave && spec.family == Family::TmaWgmma {
         // Whole splits: no CTA straddles two tiles, and each finisher adds splits - 1 partials.
-        let most = (k_blocks / SPLIT_K_MIN_BLOCKS).min(SPLIT_K_FEW_PARTS.max(k_blocks / SPLIT_K_LONG_BLOCKS));
-        let splits = if t >= SPLIT_K_MAX_TILES && k_blocks <= SPLIT_K_SHORT_BLOCKS { 1 } else { (wave / t).min(most) };
+        let most = (wave / t).min(k_blocks / SPLIT_K_MIN_BLOCKS);
+        let splits = if t >= SPLIT_K_MAX_TILES && k_blocks <= SPLIT_K_SHORT_BLOCKS {
+            1
+        } else if (spec.tile_m, spec.tile_n) == (64, 64) {
+            tile_64x64_parts(k_blocks, most)
+        } else {
+            most.min(SPLIT_K_FEW_PARTS.max(k_blocks / SPLIT_K_LONG_BLOCKS))
+        };
         if splits < 2 {
             return None;
         }
@@ -149,6 +171,16 @@ pub(crate) fn plan(device: &DeviceInfo, occupancy: &Occupancy, kernel: Kernel, s
     (room >= sk.len(kernel)).then_some(sk)
 }
 
+/// The parts (1 ..= max(most, 1)) that a 64×64 tile of `k_blocks` is cut into: the fewest of
+/// those with the least modelled time (SPLIT_K_PART_COST, SPLIT_K_COST).
+fn tile_64x64_parts(k_blocks: u64, most: u64) -> u64 {
+    let time = |p: u64| {
+        let split = if p > 1 { SPLIT_K_PART_COST * (p - 1) as f64 + SPLIT_K_COST } else { 0.0 };
+        k_blocks as f64 / p as f64 + split
+    };
+    (1..=most.max(1)).fold(1, |best, p| if time(p) < time(best) { p } else { best })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,15 +198,19 @@ mod tests {
         assert_eq!(plan(&d, &o, pp, shape(1, 4096, 4096), usize::MAX), Some(StreamK { ctas: 128, tiles: 32 }));
         // 15 tiles × 16 k-blocks: 2 parts each.
         assert_eq!(plan(&d, &o, pp, shape(300, 520, 512), usize::MAX), Some(StreamK { ctas: 30, tiles: 15 }));
-        // Few tiles, moderate K: parts of at least 16 k-blocks once there are more than 4
-        // (12 tiles of 64×64 × 96 k-blocks: 6 parts, not the 11 a wave would allow; 16 tiles ×
-        // 64 k-blocks: 4, not 8; 16 tiles × 32 k-blocks: 4, at 8 k-blocks each).
+        // Few tiles of 128×128, moderate K: parts of at least 16 k-blocks once there are more
+        // than 4 (6 tiles × 96 k-blocks: 6 parts, not the 12 that 8 k-blocks a part would allow).
+        assert_eq!(plan(&d, &o, pp, shape(128, 768, 3072), usize::MAX), Some(StreamK { ctas: 36, tiles: 6 }));
+        // 64×64 tiles, either build (twins plan alike), by the time model: 12 tiles × 96
+        // k-blocks in 5 parts; 16 × 64 in 4; 16 × 32 unsplit; 12 × 256 in 8, not the 11 a wave
+        // would allow.
+        for p64 in [Kernel::Sm90Pingpong64x64Trunc, Kernel::Sm90Pingpong64x64] {
+            assert_eq!(plan(&d, &o, p64, shape(64, 768, 3072), usize::MAX), Some(StreamK { ctas: 60, tiles: 12 }));
+            assert_eq!(plan(&d, &o, p64, shape(64, 1024, 2048), usize::MAX), Some(StreamK { ctas: 64, tiles: 16 }));
+            assert_eq!(plan(&d, &o, p64, shape(64, 1024, 1024), usize::MAX), None);
+            assert_eq!(plan(&d, &o, p64, shape(64, 768, 8192), usize::MAX), Some(StreamK { ctas: 96, tiles: 12 }));
+        }
         let p64 = Kernel::Sm90Pingpong64x64Trunc;
-        assert_eq!(plan(&d, &o, p64, shape(64, 768, 3072), usize::MAX), Some(StreamK { ctas: 72, tiles: 12 }));
-        assert_eq!(plan(&d, &o, p64, shape(64, 1024, 2048), usize::MAX), Some(StreamK { ctas: 64, tiles: 16 }));
-        assert_eq!(plan(&d, &o, p64, shape(64, 1024, 1024), usize::MAX), Some(StreamK { ctas: 64, tiles: 16 }));
-        // Long K keeps the wave: 12 tiles × 256 k-blocks, 11 parts of 23.
-        assert_eq!(plan(&d, &o, p64, shape(64, 768, 8192), usize::MAX), Some(StreamK { ctas: 132, tiles: 12 }));
         // Too little K to split: 15 tiles × 2 k-blocks.
         assert_eq!(plan(&d, &o, pp, shape(300, 520, 64), usize::MAX), None);
         // More than half a wave of tiles: no split.
@@ -196,6 +232,30 @@ mod tests {
         let sk = StreamK { ctas: 128, tiles: 32 };
         assert_eq!(sk.len(pp), 128 * 128 * 128 + 2 * (128 + 1));
         assert_eq!(plan(&d, &o, pp, shape(1, 4096, 4096), sk.len(pp) - 1), None);
+    }
+
+    #[test]
+    fn the_64x64_time_model_picks_what_the_race_measured_fastest() {
+        // (k-blocks, most parts allowed (wave / tiles, k-blocks / 8), fastest measured, the
+        // model's pick): docs/BENCHMARKS.md, "Split-K of the 64×64 tiles, again". Where the two
+        // differ, the pick measured within 3 % of the fastest.
+        for (k_blocks, most, fastest, pick) in [
+            (24, 2, 1, 1),   // 64×3072×768 and 32×3072×768: 48 tiles
+            (32, 4, 1, 1),   // 64×1024×1024 (16 tiles), 128×1024×1024 (32), 128×768×1024 (24)
+            (48, 6, 4, 4),   // 64×1024×1536
+            (64, 8, 4, 4),   // 64×1024×2048
+            (64, 4, 4, 4),   // 128×1024×2048 (32 tiles: 3 parts within 0.1 %)
+            (96, 11, 5, 5),  // 64×768×3072
+            (96, 8, 4, 5),   // 32×1024×3072 (16 tiles; 5 parts not measured, 6: 1.03× the fastest)
+            (128, 16, 7, 6), // 64×512×4096 (8 tiles; 6 parts 1.03× the fastest)
+            (128, 11, 5, 6), // 64×768×4096 (12 tiles; 6 parts 1.01× the fastest)
+        ] {
+            assert_eq!(tile_64x64_parts(k_blocks, most), pick, "{k_blocks} k-blocks, at most {most} parts (fastest measured: {fastest})");
+        }
+        // Never more than allowed, and at least one part.
+        assert_eq!(tile_64x64_parts(1000, 3), 3);
+        assert_eq!(tile_64x64_parts(1000, 0), 1);
+        assert_eq!(tile_64x64_parts(0, 8), 1);
     }
 
     #[test]

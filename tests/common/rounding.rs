@@ -61,7 +61,7 @@ pub const fn p(m: usize, n: usize, k: usize, sched: Sched) -> Problem {
 /// The shapes every kernel runs (K % 4 == 0 throughout, so that nothing is repacked; K tails are
 /// tails of the 32-wide k-block). With 128-row and 256-row cluster tiles, M % 256 in 1..128
 /// leaves the second CTA of a cluster's last row without a row in range.
-pub const SHAPES: [Problem; 23] = [
+pub const SHAPES: [Problem; 24] = [
     p(1, 1, 4, Sched::Any),             // one element, K below a k-block
     p(1, 4032, 4096, Sched::SplitK),    // M = 1, every tile split along K (63 tiles of 64×64: fewer than 64)
     p(7, 33, 36, Sched::Any),           // tails everywhere
@@ -76,7 +76,8 @@ pub const SHAPES: [Problem; 23] = [
     p(255, 257, 260, Sched::Any),
     p(256, 256, 32, Sched::Any),
     p(257, 520, 512, Sched::Any),       // M % 256 = 1
-    p(300, 520, 512, Sched::SplitK),    // two parts a tile; M % 256 = 44
+    p(300, 520, 512, Sched::Any),       // M % 256 = 44; 16 k-blocks: 2 parts a 128-row tile, the 64×64 tiles unsplit
+    p(300, 520, 2048, Sched::SplitK),   // 64 k-blocks: every tile split, 64×64 ones too
     p(300, 136, 68, Sched::Any),
     p(383, 130, 36, Sched::Any),        // M % 256 = 127
     p(513, 200, 100, Sched::Any),       // M % 256 = 1
