@@ -25,10 +25,10 @@ const SPLIT_K_LONG_BLOCKS: u64 = 16;
 /// tile's time in units of one of its k-blocks, k_blocks / p + SPLIT_K_PART_COST · (p − 1) +
 /// SPLIT_K_COST (p > 1): the mainloop shared out, a partial's round trip per part beyond the
 /// first, and a fixed cost of splitting at all (the hand-off through the workspace, the
-/// finisher waiting for its peers). Fitted on the `Trunc` build at 9 shapes of 12–48 tiles and
-/// 24–128 k-blocks: it picks the fastest count or one within 3 % of it on each, and no split
-/// at 32 k-blocks or fewer, where every split measured 1.04–1.24× the unsplit time
-/// (docs/BENCHMARKS.md, "Split-K of the 64×64 tiles, again"). Its register-rounding twin plans
+/// finisher waiting for its peers). Fitted on the `Trunc` build at 12 shapes of 8–48 tiles and
+/// 24–128 k-blocks: it picks the fastest count or one within 3 % of it wherever its pick was
+/// raced, and no split at 32 k-blocks or fewer, where every split measured 1.09–1.24× the
+/// unsplit time (docs/BENCHMARKS.md, "Split-K of the 64×64 tiles, again"). Its register-rounding twin plans
 /// the same (the rounding tests compare the two bitwise, which needs one order of partial sums).
 const SPLIT_K_PART_COST: f64 = 3.8;
 const SPLIT_K_COST: f64 = 18.0;
