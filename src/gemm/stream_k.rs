@@ -11,8 +11,8 @@ use crate::kernels::Kernel;
 /// Least k-blocks per CTA for which splitting a tile along K is worth a partial-tile round trip.
 const SPLIT_K_MIN_BLOCKS: u64 = 8;
 
-/// TMA split-K of the other tiles (which Auto never splits: where it runs them, their tiles fill
-/// a wave, except `Tf32x3`'s 64×128 tile): a tile is cut into more than SPLIT_K_FEW_PARTS parts
+/// TMA split-K of the other tiles (which Auto never splits: where it runs them, more than half a
+/// wave of their tiles leaves no room for 2 parts, except `Tf32x3`'s 64×128 tile): a tile is cut into more than SPLIT_K_FEW_PARTS parts
 /// only if each part keeps at least SPLIT_K_LONG_BLOCKS k-blocks. A finisher adds its parts − 1
 /// partials after the others are done, so past a few parts each further one costs more than the
 /// shorter mainloop saves (measured on six M ≤ 64 shapes with the register-rounding 64×64
