@@ -26,8 +26,7 @@ const SPLIT_K_LONG_BLOCKS: u64 = 16;
 /// SPLIT_K_COST (p > 1): the mainloop shared out, a partial's round trip per part beyond the
 /// first, and a fixed cost of splitting at all (the hand-off through the workspace, the
 /// finisher waiting for its peers). Fitted on the `Trunc` build at 12 shapes of 8–48 tiles and
-/// 24–128 k-blocks: it picks the fastest count or one within 3 % of it wherever its pick was
-/// raced, and no split at 32 k-blocks or fewer, where every split measured 1.09–1.24× the
+/// 24–128 k-blocks: it picks the fastest count or one within 3 % of it on each, and no split at 32 k-blocks or fewer, where every split measured 1.09–1.24× the
 /// unsplit time (docs/BENCHMARKS.md, "Split-K of the 64×64 tiles, again"). Its register-rounding twin plans
 /// the same (the rounding tests compare the two bitwise, which needs one order of partial sums).
 const SPLIT_K_PART_COST: f64 = 3.8;
@@ -246,7 +245,7 @@ mod tests {
             (64, 8, 4, 4),   // 64×1024×2048
             (64, 4, 4, 4),   // 128×1024×2048 (32 tiles: 3 parts within 0.1 %)
             (96, 11, 5, 5),  // 64×768×3072
-            (96, 8, 4, 5),   // 32×1024×3072 (16 tiles; 5 parts not measured, 6: 1.03× the fastest)
+            (96, 8, 5, 5),   // 32×1024×3072 (16 tiles; 5 parts raced at 724dc78: 4 took 1.02×, 3 1.09×)
             (128, 16, 7, 6), // 64×512×4096 (8 tiles; 6 parts 1.03× the fastest)
             (128, 11, 5, 6), // 64×768×4096 (12 tiles; 6 parts 1.01× the fastest)
         ] {
