@@ -120,12 +120,7 @@ fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes
             let mut o = MatrixMut::from_slice(&mut out, m, n);
             gemm.run_with_workspace(&stream, &xr, pw, Some(&b.as_view()), 0.5, &mut o, &mut ws.as_view_mut())?;
             let got: Vec<Vec<f32>> = rows.iter().map(|&r| stream.clone_dtoh(&out.slice(r * n..(r + 1) * n))).collect::<Result<_, _>>()?;
-            let (mut e2, mut r2) = (0.0f64, 0.0f64);
-            for (got, want) in got.iter().flat_map(|row| cols.iter().map(move |&c| row[c])).zip(&want) {
-                let e = f64::from(got) - want;
-                (e2, r2) = (e2 + e * e, r2 + want * want);
-            }
-            errors.push((e2 / r2.max(f64::MIN_POSITIVE)).sqrt());
+            errors.push(reference::relative_error(got.iter().flat_map(|row| cols.iter().map(move |&c| row[c])).zip(want.iter().copied())));
         }
         let first = t.median_ms[0];
         for (i, (kernel, limit)) in kernels.iter().enumerate() {

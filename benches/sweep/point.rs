@@ -151,15 +151,8 @@ impl<'g> Case<'g> {
             let (xm, wm) = (HostMatrix::new(hx, m, k), HostMatrix::new(hw, n, k));
             let got: Vec<Vec<f32>> = rows.iter().map(|&r| self.stream.clone_dtoh(&self.out.slice(r * n..(r + 1) * n))).collect::<Result<_, _>>()?;
             self.stream.synchronize()?;
-            let (mut e2, mut r2) = (0.0f64, 0.0f64);
-            for (&r, got) in rows.iter().zip(&got) {
-                for &c in &cols {
-                    let want = reference::element(xm, wm, Some(hb), SCALE, r, c).value;
-                    let e = f64::from(got[c]) - want;
-                    (e2, r2) = (e2 + e * e, r2 + want * want);
-                }
-            }
-            errors[i] = (e2 / r2.max(f64::MIN_POSITIVE)).sqrt();
+            let pairs = rows.iter().zip(&got).flat_map(|(&r, got)| cols.iter().map(move |&c| (got[c], reference::element(xm, wm, Some(hb), SCALE, r, c).value)));
+            errors[i] = reference::relative_error(pairs);
         }
         Ok((plans, errors))
     }

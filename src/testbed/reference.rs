@@ -109,9 +109,31 @@ pub fn linear_scale_residual(x: HostMatrix<'_>, w: HostMatrix<'_>, bias: Option<
     out
 }
 
+/// ‖got − want‖ / ‖want‖ in f64 over (got, want) pairs: the benches' and races' error against
+/// the f64 reference on sampled elements. A NaN anywhere (an element never written into a
+/// poisoned output) makes it NaN.
+pub fn relative_error(pairs: impl IntoIterator<Item = (f32, f64)>) -> f64 {
+    let (e2, r2) = pairs.into_iter().fold((0.0f64, 0.0f64), |(e2, r2), (got, want)| {
+        let e = f64::from(got) - want;
+        (e2 + e * e, r2 + want * want)
+    });
+    (e2 / r2.max(f64::MIN_POSITIVE)).sqrt()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn relative_error_is_the_ratio_of_2_norms_and_keeps_nan() {
+        // want (3, 4): ‖want‖ = 5; got off by (0, 1): ‖e‖ = 1.
+        assert_eq!(relative_error([(3.0, 3.0), (5.0, 4.0)]), 0.2);
+        assert_eq!(relative_error([(1.0, 1.0), (-2.0, -2.0)]), 0.0);
+        assert!(relative_error([(f32::NAN, 1.0), (2.0, 2.0)]).is_nan());
+        // An all-zero reference: exact gives 0, anything else a huge but finite ratio.
+        assert_eq!(relative_error([(0.0, 0.0)]), 0.0);
+        assert!(relative_error([(1.0, 0.0)]).is_finite() && relative_error([(1.0, 0.0)]) > 1e150);
+    }
 
     #[test]
     fn matches_a_hand_computed_linear_with_epilogue() {
