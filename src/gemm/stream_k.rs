@@ -25,10 +25,12 @@ const SPLIT_K_LONG_BLOCKS: u64 = 16;
 /// tile's time in units of one of its k-blocks, k_blocks / p + SPLIT_K_PART_COST · (p − 1) +
 /// SPLIT_K_COST (p > 1): the mainloop shared out, a partial's round trip per part beyond the
 /// first, and a fixed cost of splitting at all (the hand-off through the workspace, the
-/// finisher waiting for its peers). Fitted on the `Trunc` build at 12 shapes of 8–48 tiles and
-/// 24–128 k-blocks: it picks the fastest count or one within 3 % of it on each, and no split at 32 k-blocks or fewer, where every split measured 1.09–1.24× the
-/// unsplit time (docs/BENCHMARKS.md, "Split-K of the 64×64 tiles, again"). Its register-rounding twin plans
-/// the same (the rounding tests compare the two bitwise, which needs one order of partial sums).
+/// finisher waiting for its peers). The constants are fitted to a race of the `Trunc` build
+/// over the count of parts (docs/BENCHMARKS.md, "Split-K of the 64×64 tiles, again"; the test
+/// below holds the model to it): its faster mainloop makes the fixed cost weigh more, so it
+/// splits less than the other tiles' rule, and not at all at 32 k-blocks or fewer. Its
+/// register-rounding twin plans the same (the rounding tests compare the two bitwise, which
+/// needs one order of partial sums).
 const SPLIT_K_PART_COST: f64 = 3.8;
 const SPLIT_K_COST: f64 = 18.0;
 
