@@ -253,6 +253,10 @@ mod tests {
         ] {
             assert_eq!(tile_64x64_parts(k_blocks, most), pick, "{k_blocks} k-blocks, at most {most} parts (fastest measured: {fastest})");
         }
+        // The model's own boundary, between the raced 32 k-blocks (unsplit) and 48 (4 parts):
+        // 38 k-blocks stay whole, 40 go in 3 (13.3 + 3.8 · 2 + 18 = 38.9 < 40).
+        assert_eq!(tile_64x64_parts(38, 8), 1);
+        assert_eq!(tile_64x64_parts(40, 8), 3);
         // Never more than allowed, and at least one part.
         assert_eq!(tile_64x64_parts(1000, 3), 3);
         assert_eq!(tile_64x64_parts(1000, 0), 1);

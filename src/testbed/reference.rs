@@ -125,6 +125,44 @@ mod tests {
     use super::*;
 
     #[test]
+    fn splitmix64_is_the_published_generator() {
+        // Vigna's splitmix64.c from x = 0: a seed printed by a failing test replays its data.
+        let mut r = SplitMix64::new(0);
+        assert_eq!([r.next_u64(), r.next_u64(), r.next_u64()], [0xe220_a839_7b1d_cdaf, 0x6e78_9e6a_a1b9_65f4, 0x06c4_5d18_8009_454f]);
+    }
+
+    #[test]
+    fn draws_stay_in_range_and_cover_it() {
+        let mut r = SplitMix64::new(7);
+        let mut seen = [false; 7];
+        for _ in 0..1000 {
+            let v = r.below(7);
+            assert!(v < 7);
+            seen[v] = true;
+            // unit: an odd multiple of 2^-24 in (0, 1), exactly representable.
+            let u = r.unit();
+            assert!(u > 0.0 && u < 1.0 && (u * 16_777_216.0) as u32 % 2 == 1, "{u}");
+        }
+        assert_eq!(r.below(1), 0);
+        assert!(seen.iter().all(|&s| s), "{seen:?}");
+        // Fisher–Yates: a permutation, and (two elements, many seeds) both orders occur, so the
+        // last element may stay where it is.
+        let mut v: Vec<u32> = (0..10).collect();
+        SplitMix64::new(1).shuffle(&mut v);
+        assert_ne!(v, (0..10).collect::<Vec<_>>());
+        v.sort_unstable();
+        assert_eq!(v, (0..10).collect::<Vec<_>>());
+        let orders: std::collections::HashSet<[u8; 2]> = (0..64)
+            .map(|seed| {
+                let mut two = [0u8, 1];
+                SplitMix64::new(seed).shuffle(&mut two);
+                two
+            })
+            .collect();
+        assert_eq!(orders.len(), 2, "{orders:?}");
+    }
+
+    #[test]
     fn relative_error_is_the_ratio_of_2_norms_and_keeps_nan() {
         // want (3, 4): ‖want‖ = 5; got off by (0, 1): ‖e‖ = 1.
         assert_eq!(relative_error([(3.0, 3.0), (5.0, 4.0)]), 0.2);
