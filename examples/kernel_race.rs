@@ -86,9 +86,11 @@ fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes
     let all = kernels;
     for &(m, n, k) in shapes {
         let mut rng = Rng::new((m * 31 + n * 17 + k) as u64);
-        let x = stream.clone_htod(&(0..m * k).map(|_| rng.unit()).collect::<Vec<f32>>())?;
-        let w = stream.clone_htod(&(0..n * k).map(|_| rng.sym(0.02)).collect::<Vec<f32>>())?;
-        let b = stream.clone_htod(&(0..n).map(|_| rng.sym(0.02)).collect::<Vec<f32>>())?;
+        // Kept on the host too: the error check below reads them.
+        let hx: Vec<f32> = (0..m * k).map(|_| rng.unit()).collect();
+        let hw: Vec<f32> = (0..n * k).map(|_| rng.sym(0.02)).collect();
+        let hb: Vec<f32> = (0..n).map(|_| rng.sym(0.02)).collect();
+        let (x, w, b) = (stream.clone_htod(&hx)?, stream.clone_htod(&hw)?, stream.clone_htod(&hb)?);
         let mut out = stream.alloc_zeros::<f32>(m * n)?;
         let (xr, wr) = (MatrixRef::from_slice(&x, m, k), MatrixRef::from_slice(&w, n, k));
         // A kernel that holds all of X in one tile sits out the shapes with more rows (its row
@@ -110,10 +112,10 @@ fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes
             Ok(())
         })?;
         // Each kernel's error against the f64 reference, on a fresh call into a poisoned (NaN) output.
-        let (hx, hw, hb) = (stream.clone_dtoh(&x)?, stream.clone_dtoh(&w)?, stream.clone_dtoh(&b)?);
+        let (xm, wm) = (HostMatrix::new(&hx, m, k), HostMatrix::new(&hw, n, k));
         let rows: Vec<usize> = (0..CHECK_ROWS.min(m)).map(|_| rng.below(m)).collect();
         let cols: Vec<usize> = (0..CHECK_COLS.min(n)).map(|_| rng.below(n)).collect();
-        let want: Vec<f64> = rows.iter().flat_map(|&r| cols.iter().map(move |&c| (r, c))).map(|(r, c)| reference::element(HostMatrix::new(&hx, m, k), HostMatrix::new(&hw, n, k), Some(&hb), 0.5, r, c).value).collect();
+        let want: Vec<f64> = rows.iter().flat_map(|&r| cols.iter().map(move |&c| (r, c))).map(|(r, c)| reference::element(xm, wm, Some(&hb), 0.5, r, c).value).collect();
         let (poison, mut errors) = (vec![f32::NAN; m * n], Vec::new());
         for (gemm, pw, ws, _) in &mut setups {
             stream.memcpy_htod(&poison, &mut out)?;
