@@ -38,8 +38,8 @@ __device__ __forceinline__ uint32_t mma_tile_smem_x(typename Cfg::Storage &s, Pi
     uint32_t held_stage = 0;
     for (int kb = 0; kb < k_tiles; ++kb) {
         ptx::mbarrier_wait(&s.full[pipe.stage], pipe.phase);
-        const uint64_t desc_x = make_desc_k_major_sw128(ge::ptx::warp_uniform(ge::ptx::smem_addr(s.x[pipe.stage])));  // (TILE_M, TILE_K)
-        const uint64_t desc_w = make_desc_k_major_sw128(ge::ptx::warp_uniform(ge::ptx::smem_addr(s.w[pipe.stage])));  // (TILE_N, TILE_K)
+        const uint64_t desc_x = make_desc_k_major_sw128(ge::ptx::smem_addr(s.x[pipe.stage]));  // (TILE_M, TILE_K)
+        const uint64_t desc_w = make_desc_k_major_sw128(ge::ptx::smem_addr(s.w[pipe.stage]));  // (TILE_N, TILE_K)
         ptx::wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < Cfg::K_STEPS; ++ks) {
@@ -84,7 +84,7 @@ __device__ __forceinline__ uint32_t mma_tile_rounded_x(typename Cfg::Storage &s,
     for (int kb = 0; kb < k_tiles; ++kb) {
         ptx::mbarrier_wait(&s.full[pipe.stage], pipe.phase);
         const uint32_t x_stage = ge::ptx::smem_addr(s.x[pipe.stage]);                           // (TILE_M, TILE_K)
-        const uint64_t desc_w = make_desc_k_major_sw128(ge::ptx::warp_uniform(ge::ptx::smem_addr(s.w[pipe.stage])));  // (TILE_N, TILE_K)
+        const uint64_t desc_w = make_desc_k_major_sw128(ge::ptx::smem_addr(s.w[pipe.stage]));  // (TILE_N, TILE_K)
 #pragma unroll
         for (int ks = 0; ks < Cfg::K_STEPS; ++ks) {
             uint32_t(&x)[Cfg::M_ATOMS][4] = frag[ks % kBuffers];
