@@ -76,6 +76,12 @@ __device__ __forceinline__ uint32_t smem_addr(const void *p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// Lane 0's value in every lane of a converged warp. For a value that is already the same in
+// every lane (a stage's address) this changes nothing but what ptxas can prove: from a shuffle of
+// one lane it knows the value is warp-uniform and keeps it, and what is computed from it, in
+// uniform registers.
+__device__ __forceinline__ uint32_t warp_uniform(uint32_t v) { return __shfl_sync(0xffffffffu, v, 0); }
+
 // Four 8x8 matrices of 16-byte rows from shared memory, one register each: lanes 8j..8j+7 give
 // the row addresses of matrix j, and lane l receives word l%4 of row l/4 of every matrix. Typed
 // .b16, but on 32-bit data each row is 4 words, so matrix j lands as a tf32 fragment register.

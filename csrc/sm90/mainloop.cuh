@@ -37,9 +37,15 @@ __device__ __forceinline__ uint32_t mma_tile_smem_x(typename Cfg::Storage &s, Pi
                                                     int lane) {
     uint32_t held_stage = 0;
     for (int kb = 0; kb < k_tiles; ++kb) {
+        uint32_t x_stage = ge::ptx::smem_addr(s.x[pipe.stage]);  // (TILE_M, TILE_K)
+        uint32_t w_stage = ge::ptx::smem_addr(s.w[pipe.stage]);  // (TILE_N, TILE_K)
+        if constexpr (Cfg::UNIFORM_DESCRIPTORS) {  // before the wait, where their latency can hide
+            x_stage = ge::ptx::warp_uniform(x_stage);
+            w_stage = ge::ptx::warp_uniform(w_stage);
+        }
         ptx::mbarrier_wait(&s.full[pipe.stage], pipe.phase);
-        const uint64_t desc_x = make_desc_k_major_sw128(ge::ptx::smem_addr(s.x[pipe.stage]));  // (TILE_M, TILE_K)
-        const uint64_t desc_w = make_desc_k_major_sw128(ge::ptx::smem_addr(s.w[pipe.stage]));  // (TILE_N, TILE_K)
+        const uint64_t desc_x = make_desc_k_major_sw128(x_stage);
+        const uint64_t desc_w = make_desc_k_major_sw128(w_stage);
         ptx::wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < Cfg::K_STEPS; ++ks) {
