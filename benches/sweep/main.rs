@@ -1,17 +1,20 @@
 //! The shape sweep (issue 17): ours against cuBLAS over M × (N, K) of real transformer layers.
 //!
 //! Each point ([`points`]: M ∈ {1 … 16384} × nine (N, K) of real models, 108 points, issue 13's
-//! 35 first) gets fresh random operands and times five variants interleaved on one stream with
+//! 35 first) gets fresh random operands and times six variants interleaved on one stream with
 //! CUDA events (`testbed::timing`: warm-up, then rounds of one ≥ 0.5 ms sample of back-to-back
 //! calls per variant, in orders where each variant follows every other equally often; medians):
 //! - ours as it comes (`Precision::Tf32`, `Dispatch::Auto`) on the raw W, with its workspace;
 //! - the same with W prepared once (`FusedGemm::prepare_weight`, what `Linear` does);
 //! - ours with `Precision::Tf32Truncated` on the raw W, with its workspace;
 //! - cuBLAS's TF32 GEMM alone (no bias, no epilogue: the ceiling to beat);
-//! - cuBLAS's TF32 GEMM + the elementwise pass (what a user gets without this crate).
+//! - cuBLAS's TF32 GEMM + the elementwise pass (what a user gets without this crate);
+//! - cuBLASLt's TF32 GEMM with its bias epilogue, `alpha = 1+s` (one library call with a fused
+//!   epilogue: what a like-for-like single kernel costs NVIDIA; it rounds differently).
 //!
-//! Before timing, one call of each variant of ours gives its plan (kernel, repacks, stream-K)
-//! and its error against the f64 reference on sampled elements. After the points, the fixed
+//! Before timing, one call of each variant of ours gives its plan (kernel, repacks, stream-K),
+//! and one call of each of ours and of cuBLASLt, into an output poisoned with NaN, its error
+//! against the f64 reference on sampled elements. After the points, the fixed
 //! cost of a call is measured on its own ([`fixed_cost`]).
 //!
 //! Output: a markdown report ([`report`]: summary against issues 17 and 13, every point's
@@ -49,7 +52,7 @@ mod report;
 use std::io::Write as _;
 use std::time::Instant;
 
-use gemm_epilogue::testbed::CublasBaseline;
+use gemm_epilogue::testbed::{CublasBaseline, CublasLtLinear};
 use point::{Case, Variant};
 
 const FIXED_COST_ID: &str = "sweep/fixed_cost";
@@ -90,6 +93,7 @@ fn main() {
     let Some((ctx, gemm, device)) = common::open_gpu() else { return };
     let stream = ctx.default_stream();
     let blas = CublasBaseline::new(&gemm, stream.clone()).expect("cuBLAS handle");
+    let lt = CublasLtLinear::new(&gemm, stream.clone()).expect("cuBLASLt handle");
     println!("device: {device}");
 
     let (mut rounds, mut soak_s) = (env("GEMM_EPILOGUE_SWEEP_ROUNDS", 30usize).max(1), env("GEMM_EPILOGUE_SOAK_S", 15.0f64));
@@ -99,7 +103,7 @@ fn main() {
         todo.truncate(1);
     }
     if soak_s > 0.0 {
-        let soaked = Case::new(&gemm, &blas, &stream, SOAK_POINT).and_then(|mut c| c.soak(soak_s));
+        let soaked = Case::new(&gemm, &blas, &lt, &stream, SOAK_POINT).and_then(|mut c| c.soak(soak_s));
         match soaked {
             Ok(calls) => println!("soaked {calls} calls of {} in {soak_s} s", SOAK_POINT.id()),
             Err(e) => println!("soak failed: {e}"),
@@ -113,7 +117,7 @@ fn main() {
             continue;
         }
         let t = Instant::now();
-        match Case::new(&gemm, &blas, &stream, p).and_then(|mut c| c.measure(rounds).map(|r| (r, c.seed))) {
+        match Case::new(&gemm, &blas, &lt, &stream, p).and_then(|mut c| c.measure(rounds).map(|r| (r, c.seed))) {
             Ok((r, seed)) => {
                 let alone = r.median_ms[3];
                 let ratios: Vec<String> = Variant::ALL.iter().zip(r.median_ms).map(|(v, ms)| format!("{} {ms:.4} ms ({:.3})", v.label(), ms / alone)).collect();

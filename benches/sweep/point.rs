@@ -1,12 +1,12 @@
-//! One point of the sweep: fresh random operands on the device, the five variants it times,
-//! the plan each of ours runs and its error against the f64 reference.
+//! One point of the sweep: fresh random operands on the device, the six variants it times,
+//! the plan each of ours runs, and the error of ours and of cuBLASLt against the f64 reference.
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use gemm_epilogue::cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use gemm_epilogue::testbed::reference::{self, HostMatrix, SplitMix64 as Rng};
-use gemm_epilogue::testbed::{self, timing, CublasBaseline};
+use gemm_epilogue::testbed::{self, timing, CublasBaseline, CublasLtLinear, CublasLtPlan};
 use gemm_epilogue::{FusedGemm, MatrixMut, MatrixRef, Plan, PreparedWeight};
 
 use crate::points;
@@ -33,10 +33,14 @@ pub enum Variant {
     CublasAlone,
     /// cuBLAS's TF32 GEMM and the elementwise pass: what a user gets without this crate.
     CublasElementwise,
+    /// One `cublasLtMatmul` with the bias epilogue, `alpha = 1+s` and the bias pre-scaled by
+    /// `1+s`: NVIDIA's own GEMM with a fused epilogue, the like-for-like single kernel (it
+    /// rounds differently: `(1+s)·acc + round((1+s)·b)` in place of `v·s + v`).
+    CublasLt,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 5] = [Variant::Tf32Raw, Variant::Tf32Prepared, Variant::Truncated, Variant::CublasAlone, Variant::CublasElementwise];
+    pub const ALL: [Variant; 6] = [Variant::Tf32Raw, Variant::Tf32Prepared, Variant::Truncated, Variant::CublasAlone, Variant::CublasElementwise, Variant::CublasLt];
     pub const OURS: [Variant; 3] = [Variant::Tf32Raw, Variant::Tf32Prepared, Variant::Truncated];
 
     pub fn label(self) -> &'static str {
@@ -46,6 +50,7 @@ impl Variant {
             Variant::Truncated => "ours, Tf32Truncated (opt-in), raw W",
             Variant::CublasAlone => "cuBLAS TF32 GEMM alone",
             Variant::CublasElementwise => "cuBLAS TF32 GEMM + elementwise",
+            Variant::CublasLt => "cuBLASLt TF32 GEMM + bias epilogue (1 call)",
         }
     }
 }
@@ -54,13 +59,22 @@ impl Variant {
 pub struct Measured {
     pub point: points::Point,
     /// Median ms per call, in the order of [`Variant::ALL`].
-    pub median_ms: [f64; 5],
+    pub median_ms: [f64; 6],
     /// The plan of each variant of ours ([`Variant::OURS`] order); `None`: it planned nothing.
     pub plans: [Option<Plan>; 3],
     /// ‖e‖/‖ref‖ against the f64 reference on sampled elements, per variant of ours.
     pub errors: [f64; 3],
+    /// The same for cuBLASLt; `None` when it had no plan for the point (its median is NaN).
+    pub lt_error: Option<f64>,
     /// Calls per sample.
     pub batch: u64,
+}
+
+/// What [`Case::check`] found: the plans of ours and the errors against f64.
+pub struct Checked {
+    pub plans: [Option<Plan>; 3],
+    pub errors: [f64; 3],
+    pub lt_error: Option<f64>,
 }
 
 pub struct Case<'g> {
@@ -70,6 +84,9 @@ pub struct Case<'g> {
     gemm: &'g FusedGemm,
     truncated: FusedGemm,
     blas: &'g CublasBaseline,
+    lt: &'g CublasLtLinear,
+    /// `None`: cuBLASLt's heuristic offered nothing for the point (printed by `new`).
+    lt_plan: Option<CublasLtPlan>,
     x: CudaSlice<f32>,
     w: CudaSlice<f32>,
     b: CudaSlice<f32>,
@@ -82,7 +99,7 @@ pub struct Case<'g> {
 }
 
 impl<'g> Case<'g> {
-    pub fn new(gemm: &'g FusedGemm, blas: &'g CublasBaseline, stream: &Arc<CudaStream>, p: points::Point) -> testbed::Result<Self> {
+    pub fn new(gemm: &'g FusedGemm, blas: &'g CublasBaseline, lt: &'g CublasLtLinear, stream: &Arc<CudaStream>, p: points::Point) -> testbed::Result<Self> {
         let (m, n, k) = (p.m, p.n, p.k);
         let t = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         let seed = t ^ ((m as u64) << 42) ^ ((n as u64) << 21) ^ k as u64;
@@ -93,7 +110,14 @@ impl<'g> Case<'g> {
         let x = stream.clone_htod(&hx)?;
         let w = stream.clone_htod(&hw)?;
         let b = stream.clone_htod(&hb)?;
-        let out = stream.alloc_zeros::<f32>(m * n)?;
+        let mut out = stream.alloc_zeros::<f32>(m * n)?;
+        let lt_plan = match lt.prepare(&MatrixRef::from_slice(&x, m, k), &MatrixRef::from_slice(&w, n, k), Some(&b.as_view()), SCALE, &MatrixMut::from_slice(&mut out, m, n)) {
+            Ok(plan) => Some(plan),
+            Err(e) => {
+                println!("[{}] cuBLASLt: no plan ({e}); its column stays empty", p.id());
+                None
+            }
+        };
         let prepared = gemm.prepare_weight(stream, &MatrixRef::from_slice(&w, n, k))?;
         let truncated = gemm.with_precision(gemm_epilogue::Precision::Tf32Truncated);
         let (xr, wr) = (MatrixRef::from_slice(&x, m, k), MatrixRef::from_slice(&w, n, k));
@@ -105,7 +129,7 @@ impl<'g> Case<'g> {
             }
         }
         let ctx = gemm.context().clone();
-        Ok(Self { p, ctx, stream: stream.clone(), gemm, truncated, blas, x, w, b, out, prepared, workspaces, host: (hx, hw, hb), seed })
+        Ok(Self { p, ctx, stream: stream.clone(), gemm, truncated, blas, lt, lt_plan, x, w, b, out, prepared, workspaces, host: (hx, hw, hb), seed })
     }
 
     /// Enqueues one call of `v`; for ours, returns its plan.
@@ -119,6 +143,7 @@ impl<'g> Case<'g> {
         let plan = match v {
             Variant::CublasAlone => return self.blas.gemm(&x, &w, &mut out).map(|_| None),
             Variant::CublasElementwise => return self.blas.linear_scale_residual(&x, &w, Some(&b), SCALE, &mut out).map(|_| None),
+            Variant::CublasLt => return self.lt_plan.as_ref().map_or(Ok(()), |plan| self.lt.run(plan, &x, &w, &mut out)).map(|_| None),
             Variant::Tf32Raw => match &mut self.workspaces[0] {
                 Some(ws) => self.gemm.run_with_workspace(s, &x, &w, Some(&b), SCALE, &mut out, &mut ws.as_view_mut()),
                 None => self.gemm.run(s, &x, &w, Some(&b), SCALE, &mut out),
@@ -135,18 +160,25 @@ impl<'g> Case<'g> {
         Ok(plan?)
     }
 
-    /// One call of each variant of ours (also a warm-up): its plan and its error on
-    /// `CHECK_ROWS` × `CHECK_COLS` sampled elements against the f64 reference.
-    pub fn check(&mut self) -> testbed::Result<([Option<Plan>; 3], [f64; 3])> {
+    /// One call of each variant of ours and of cuBLASLt (also a warm-up): the plans of ours, and
+    /// each one's error on `CHECK_ROWS` × `CHECK_COLS` sampled elements against the f64
+    /// reference (cuBLASLt's last; `None` without a plan).
+    pub fn check(&mut self) -> testbed::Result<Checked> {
         let (m, n, k) = (self.p.m, self.p.n, self.p.k);
         let mut plans = [None, None, None];
-        let mut errors = [0.0; 3];
+        let mut errors = [0.0; 4];
         let mut rng = Rng::new(self.seed ^ 0x5eed);
         let rows: Vec<usize> = (0..CHECK_ROWS.min(m)).map(|_| rng.below(m)).collect();
         let cols: Vec<usize> = (0..CHECK_COLS.min(n)).map(|_| rng.below(n)).collect();
-        for (i, v) in Variant::OURS.into_iter().enumerate() {
-            self.stream.memset_zeros(&mut self.out)?;
-            plans[i] = self.launch(v)?;
+        // NaN first, so that an element a variant did not write cannot pass for one it did.
+        let poison = vec![f32::NAN; m * n];
+        let checked = Variant::OURS.into_iter().chain(self.lt_plan.is_some().then_some(Variant::CublasLt));
+        for (i, v) in checked.enumerate() {
+            self.stream.memcpy_htod(&poison, &mut self.out)?;
+            let plan = self.launch(v)?;
+            if let Some(slot) = plans.get_mut(i) {
+                *slot = plan;
+            }
             let (hx, hw, hb) = &self.host;
             let (xm, wm) = (HostMatrix::new(hx, m, k), HostMatrix::new(hw, n, k));
             let got: Vec<Vec<f32>> = rows.iter().map(|&r| self.stream.clone_dtoh(&self.out.slice(r * n..(r + 1) * n))).collect::<Result<_, _>>()?;
@@ -154,7 +186,8 @@ impl<'g> Case<'g> {
             let pairs = rows.iter().zip(&got).flat_map(|(&r, got)| cols.iter().map(move |&c| (got[c], reference::element(xm, wm, Some(hb), SCALE, r, c).value)));
             errors[i] = reference::relative_error(pairs);
         }
-        Ok((plans, errors))
+        let lt_error = self.lt_plan.is_some().then_some(errors[3]);
+        Ok(Checked { plans, errors: [errors[0], errors[1], errors[2]], lt_error })
     }
 
     /// Every variant `secs` seconds in turn: brings a cold card to its power cap first.
@@ -174,14 +207,16 @@ impl<'g> Case<'g> {
     /// The interleaved medians (`testbed::timing`: `WARM_UP_MS` of warm-up, then `rounds`
     /// rounds of one ≥ 0.5 ms sample per variant, in balanced orders).
     pub fn measure(&mut self, rounds: usize) -> testbed::Result<Measured> {
-        let (plans, errors) = self.check()?;
+        let Checked { plans, errors, lt_error } = self.check()?;
         let (ctx, stream) = (self.ctx.clone(), self.stream.clone());
-        let t = timing::interleaved(&ctx, &stream, Variant::ALL.len(), |_| false, rounds, WARM_UP_MS, |i| self.launch(Variant::ALL[i]).map(|_| ()))?;
-        let mut median_ms = [f64::NAN; 5];
+        let no_lt = self.lt_plan.is_none();
+        let skip = |i: usize| no_lt && Variant::ALL[i] == Variant::CublasLt;
+        let t = timing::interleaved(&ctx, &stream, Variant::ALL.len(), skip, rounds, WARM_UP_MS, |i| self.launch(Variant::ALL[i]).map(|_| ()))?;
+        let mut median_ms = [f64::NAN; 6];
         for (slot, ms) in median_ms.iter_mut().zip(&t.median_ms) {
             *slot = ms.unwrap_or(f64::NAN);
         }
-        Ok(Measured { point: self.p, median_ms, plans, errors, batch: t.batch })
+        Ok(Measured { point: self.p, median_ms, plans, errors, lt_error, batch: t.batch })
     }
 }
 

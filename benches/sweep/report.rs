@@ -94,8 +94,8 @@ pub fn markdown(run: &Run<'_>) -> String {
     }
     summary(&mut s, all, run.sm90);
     let _ = writeln!(s, "\n### Points (ms; ratio < 1: ours is faster)\n");
-    let _ = writeln!(s, "| M | N | K | Tf32 raw W | Tf32 prepared W | Tf32Truncated | cuBLAS alone | cuBLAS + elementwise | raw / alone | prepared / alone | truncated / alone | raw / (+ew) | prepared / (+ew) | raw / truncated | prepared / truncated |");
-    let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(s, "| M | N | K | Tf32 raw W | Tf32 prepared W | Tf32Truncated | cuBLAS alone | cuBLAS + elementwise | cuBLASLt + bias | raw / alone | prepared / alone | truncated / alone | raw / (+ew) | prepared / (+ew) | raw / truncated | prepared / truncated | raw / cuBLASLt | cuBLASLt / alone |");
+    let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     use Variant::*;
     for r in &rows {
         let p = r.point;
@@ -103,19 +103,20 @@ pub fn markdown(run: &Run<'_>) -> String {
         for v in Variant::ALL {
             let _ = write!(s, " {:.5} |", ms(r, v));
         }
-        for (a, b) in [(Tf32Raw, CublasAlone), (Tf32Prepared, CublasAlone), (Truncated, CublasAlone), (Tf32Raw, CublasElementwise), (Tf32Prepared, CublasElementwise), (Tf32Raw, Truncated), (Tf32Prepared, Truncated)] {
+        for (a, b) in [(Tf32Raw, CublasAlone), (Tf32Prepared, CublasAlone), (Truncated, CublasAlone), (Tf32Raw, CublasElementwise), (Tf32Prepared, CublasElementwise), (Tf32Raw, Truncated), (Tf32Prepared, Truncated), (Tf32Raw, CublasLt), (CublasLt, CublasAlone)] {
             let _ = write!(s, " {:.3} |", ratio(r, a, b));
         }
         let _ = writeln!(s);
     }
     let _ = writeln!(s, "\n### Plans and errors (‖e‖/‖ref‖ against f64 on sampled elements)\n");
-    let _ = writeln!(s, "| M×N×K | Tf32, raw W | Tf32, prepared W | Tf32Truncated, raw W | ‖e‖/‖ref‖ raw, prepared, truncated | calls per sample |");
-    let _ = writeln!(s, "|---|---|---|---|---|---:|");
+    let _ = writeln!(s, "| M×N×K | Tf32, raw W | Tf32, prepared W | Tf32Truncated, raw W | ‖e‖/‖ref‖ raw, prepared, truncated | ‖e‖/‖ref‖ cuBLASLt | calls per sample |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---:|");
     for r in &rows {
         let e = &r.errors;
+        let lt = r.lt_error.map_or("no plan".to_string(), |e| format!("{e:.2e}"));
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {:.2e}, {:.2e}, {:.2e} | {} |",
+            "| {} | {} | {} | {} | {:.2e}, {:.2e}, {:.2e} | {lt} | {} |",
             name(r.point), describe(&r.plans[0]), describe(&r.plans[1]), describe(&r.plans[2]), e[0], e[1], e[2], r.batch
         );
     }
@@ -138,6 +139,7 @@ fn summary(s: &mut String, all: &[Measured], sm90: bool) {
         let err = all.iter().map(|r| r.errors[i]).fold(0.0, f64::max);
         let _ = writeln!(s, "| {} | {g:.3} | {ge:.3} | {w} | {ahead} / {n} | {ahead_ew} / {n} | {err:.2e} |", v.label());
     }
+    cublaslt(s, all);
     let _ = writeln!(s, "\n**Rounding (issue 13: the default within {:.0} % of Tf32Truncated on every point, no mma.sync fallback on sm_90)**\n", (ROUNDING_BUDGET - 1.0) * 100.0);
     for v in [Tf32Raw, Tf32Prepared] {
         let ok = all.iter().filter(|r| ratio(r, v, Truncated) <= ROUNDING_BUDGET).count();
@@ -151,6 +153,29 @@ fn summary(s: &mut String, all: &[Measured], sm90: bool) {
         let _ = writeln!(s, "- {}: ≤ {ROUNDING_BUDGET:.2}× Truncated on {ok} / {n} points ({ok13} / {n13} of issue 13's); worst {w}; mma.sync plans: {mma}.", v.label());
     }
     targets(s, all);
+}
+
+/// cuBLASLt's one call with a bias epilogue: what a fused GEMM costs NVIDIA's library against
+/// its GEMM alone, and ours against it, over the points where it had a plan.
+fn cublaslt(s: &mut String, all: &[Measured]) {
+    use Variant::*;
+    let with: Vec<&Measured> = all.iter().filter(|r| r.lt_error.is_some() && ms(r, CublasLt).is_finite()).collect();
+    let n = with.len();
+    let _ = writeln!(s, "\n**{}** (`alpha = 1+s`, the bias pre-scaled by 1+s: the same math in one library kernel, rounded differently), on the {n} / {} points it had a plan for:\n", CublasLt.label(), all.len());
+    let Some(w_lt) = with.iter().max_by(|a, b| ratio(a, CublasLt, CublasAlone).total_cmp(&ratio(b, CublasLt, CublasAlone))) else {
+        let _ = writeln!(s, "- no plan on any point.");
+        return;
+    };
+    let g = geomean(with.iter().map(|r| ratio(r, CublasLt, CublasAlone)));
+    let over = with.iter().filter(|r| ratio(r, CublasLt, CublasAlone) > 1.03).count();
+    let err = with.iter().filter_map(|r| r.lt_error).fold(0.0, f64::max);
+    let _ = writeln!(s, "- cuBLASLt / cuBLAS alone: geomean {g:.3}, worst {:.3} at {}, above 1.03 on {over} / {n}; max ‖e‖/‖ref‖ {err:.2e}.", ratio(w_lt, CublasLt, CublasAlone), name(w_lt.point));
+    for v in [Tf32Raw, Tf32Prepared] {
+        let g = geomean(with.iter().map(|r| ratio(r, v, CublasLt)));
+        let ahead = with.iter().filter(|r| ratio(r, v, CublasLt) < 1.0).count();
+        let w = with.iter().max_by(|a, b| ratio(a, v, CublasLt).total_cmp(&ratio(b, v, CublasLt))).map_or(String::new(), |r| format!("{:.3} at {}", ratio(r, v, CublasLt), name(r.point)));
+        let _ = writeln!(s, "- {} / cuBLASLt: geomean {g:.3}, ahead on {ahead} / {n}, worst {w}.", v.label());
+    }
 }
 
 /// Issue 17's targets, for the default handle with a raw and with a prepared W.
