@@ -11,7 +11,8 @@ tables are skipped). "ours" is the default handle on the raw W (labelled "ours (
 
 Heatmap (--sweep, the sweep bench's report, target/sweep.md): ours / cuBLAS alone over M (rows) ×
 (N, K) (columns), one panel per variant of ours; --variants raw,prepared,truncated picks them
-(default raw,prepared). A later file wins per point.
+(default raw,prepared); cublaslt (cuBLASLt + bias / cuBLAS alone) and raw-vs-cublaslt (ours / cuBLASLt
++ bias) draw the sweep's cuBLASLt columns (reports from 36735e9 on). A later file wins per point.
 """
 import math
 import re
@@ -87,7 +88,10 @@ SWEEP_VARIANTS = {
     "raw": ("raw / alone", "ours (default Tf32, raw W)"),
     "prepared": ("prepared / alone", "ours (Tf32, prepared W: Linear)"),
     "truncated": ("truncated / alone", "ours (Tf32Truncated, raw W)"),
+    "cublaslt": ("cuBLASLt / alone", "cuBLASLt, GEMM + bias epilogue (1 call)"),
+    "raw-vs-cublaslt": ("raw / cuBLASLt", "ours (default Tf32, raw W) / cuBLASLt + bias"),
 }
+OURS_VS_ALONE = {"raw", "prepared", "truncated"}  # panels of ours / cuBLAS alone
 
 
 def parse_sweep(paths):
@@ -129,7 +133,9 @@ def sweep_svg(points, meta, layers, variants):
     width = max(left + len(layers) * cw + 20, 720)
     height = top + len(variants) * panel_h + 20
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">']
-    out.append(f'<text x="{left}" y="20" font-size="14">Median time of ours / cuBLAS TF32 GEMM alone, over M × (N, K); green: ours faster</text>')
+    ours_vs_alone = set(variants) <= OURS_VS_ALONE
+    headline = "Median time of ours / cuBLAS TF32 GEMM alone, over M × (N, K); green: ours faster" if ours_vs_alone else "Median time ratios over M × (N, K), each panel the ratio it names; green: below 1"
+    out.append(f'<text x="{left}" y="20" font-size="14">{headline}</text>')
     days = sorted({m.split(" ")[0] for m in meta})
     commits = sorted({m.split("commit ")[1].split(",")[0] for m in meta if "commit " in m})
     devices = sorted({m.split("commit ", 1)[1].split(", ", 1)[1] for m in meta if "commit " in m and ", " in m.split("commit ", 1)[1]})
@@ -140,7 +146,8 @@ def sweep_svg(points, meta, layers, variants):
         ratios = [t[column] for t in points.values() if t.get(column)]
         geo = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else float("nan")
         worst = max(ratios) if ratios else float("nan")
-        out.append(f'<text x="{left}" y="{y0}" font-size="12">{title}: geomean {geo:.3f}, worst {worst:.3f}, ahead on {sum(r < 1 for r in ratios)} / {len(ratios)}</text>')
+        below = "ahead on" if name in OURS_VS_ALONE else "below 1 on"
+        out.append(f'<text x="{left}" y="{y0}" font-size="12">{title}: geomean {geo:.3f}, worst {worst:.3f}, {below} {sum(r < 1 for r in ratios)} / {len(ratios)}</text>')
         for j, (n, k) in enumerate(layers):
             out.append(f'<text x="{left + j * cw + cw / 2}" y="{y0 + 22}" text-anchor="middle">{n}×{k}</text>')
         out.append(f'<text x="{left - 6}" y="{y0 + 22}" text-anchor="end" fill="#555">N×K</text>')
@@ -158,7 +165,8 @@ def sweep_svg(points, meta, layers, variants):
     for j, r in enumerate([0.5, 0.71, 0.85, 1.0, 1.18, 1.41, 2.0]):
         out.append(f'<rect x="{left + j * 48}" y="{y}" width="47" height="14" fill="{color(r)}"/>')
         out.append(f'<text x="{left + j * 48 + 24}" y="{y + 11}" text-anchor="middle">{r:.2f}</text>')
-    out.append(f'<text x="{left + 7 * 48 + 8}" y="{y + 11}">ours / cuBLAS alone (colour on a log scale)</text>')
+    legend = "ours / cuBLAS alone" if ours_vs_alone else "ratio"
+    out.append(f'<text x="{left + 7 * 48 + 8}" y="{y + 11}">{legend} (colour on a log scale)</text>')
     out.append("</svg>")
     return "\n".join(out)
 
