@@ -198,6 +198,7 @@ typedef struct GeSm90Params {
  * columns (one 128-byte swizzle row) at a time, in GE_SM90_EPILOGUE_SMEM_BYTES of buffers (half
  * per consumer warpgroup), and TMA-stores each box. */
 #define GE_SM90_STORE_BOX_COLS 32
+#define GE_SM90_STORE_BOX_ROWS 16
 #define GE_SM90_EPILOGUE_SMEM_BYTES 32768
 
 /* Every sm_90 kernel is warp-specialized and persistent: one producer warpgroup TMA-loads

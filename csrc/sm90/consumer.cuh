@@ -83,13 +83,12 @@ __device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Sto
                                                        warpgroup_barrier);
         }
         if (p.store_tma)
-            store_tile_tma<Cfg>(p, s.c[consumer], m0, tile.n0, acc, bias, warp, lane,
-                                Cfg::WARPGROUP_BARRIER + consumer);
+            store_tile_tma<Cfg>(p, s.c[consumer], m0, tile.n0, acc, bias, warp, lane);
         else
             store_tile<Cfg>(prob, m0, tile.n0, acc, bias, warp, lane, vec2);
     }
-    // The staging buffers must outlive the bulk stores that read them.
-    if (p.store_tma && wg_thread == 0) ptx::bulk_wait_all();
+    // The staging buffers must outlive the bulk stores that read them (each warp's lane 0 issued its own).
+    if (p.store_tma && lane == 0) ptx::bulk_wait_all();
 }
 
 }  // namespace ge::sm90

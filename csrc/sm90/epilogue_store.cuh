@@ -62,55 +62,58 @@ __device__ __forceinline__ void store_tile(const GeProblem &prob, int m0, int n0
     });
 }
 
-// Through shared memory: for each STORE_BOX_COLS-wide column slice, the warpgroup applies the
-// epilogue to its fragments and writes them into a 128B-swizzled (CONSUMER_ROWS, 32) box in
-// `boxes`, then one thread TMA-stores the box to out at (row m0, column n0 + 32 q); TMA clips
-// what lies outside out. Full 128-byte lines, one instruction per box, and the warps move on
-// while the bulk copies drain. A box buffer is rewritten only after the store issued BUFS boxes
-// earlier (maybe in the previous tile) has read it.
+// Through shared memory, one warp at a time: each warp holds 16 rows of every 64-row wgmma atom
+// (the fragment layout above), and stores them on its own. For each atom and STORE_BOX_COLS-wide
+// column slice the warp applies the epilogue to its fragments, writes them into a 128B-swizzled
+// (STORE_BOX_ROWS = 16, 32) box of its own staging buffers, and its lane 0 TMA-stores the box to
+// out at (row m0 + 64 ma + 16 warp, column n0 + 32 q); TMA clips what lies outside out. No
+// barrier spans more than the warp, so a warp never waits for another's math or stores. A box
+// buffer is rewritten only after the store this warp issued kWarpBufs boxes earlier (maybe in
+// the previous tile) has read it.
 template <class Cfg>
 __device__ __forceinline__ void store_tile_tma(const GeSm90Params &p, float *boxes, int m0, int n0,
                                                const float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM],
-                                               const WarpTileBias<Cfg::TILE_N> &bias, int warp, int lane,
-                                               uint32_t wg_barrier) {
-    constexpr int kBoxFloats = Cfg::CONSUMER_ROWS * kStoreBoxCols;
-    constexpr int kBufs = kEpilogueFloatsPerConsumer / kBoxFloats;
+                                               const WarpTileBias<Cfg::TILE_N> &bias, int warp, int lane) {
+    constexpr int kBoxFloats = kStoreBoxRows * kStoreBoxCols;
+    constexpr int kWarps = Cfg::WARPGROUP_THREADS / 32;
+    constexpr int kWarpBufs = static_cast<int>(kEpilogueFloatsPerConsumer) / (kWarps * kBoxFloats);
     constexpr int kGroups = kStoreBoxCols / 8;  // 8-column fragment groups per box
-    static_assert(kBufs >= 1, "epilogue staging smaller than one box");
+    constexpr int kSlices = Cfg::WGMMA_N / kStoreBoxCols;
+    static_assert(kStoreBoxRows == 16, "a box is one warp's 16 rows of a 64-row wgmma atom");
+    static_assert(kWarpBufs >= 1, "epilogue staging smaller than one box per warp");
     const auto epi = Cfg::Epilogue::from(p.problem);
-    const int wg_thread = warp * 32 + lane;
     const int quad = lane % 4;
-    static_for<Cfg::WGMMA_N / kStoreBoxCols>([&](auto qc) {
-        constexpr int q = decltype(qc)::value;
-        float *box = boxes + (q % kBufs) * kBoxFloats;
-        if (wg_thread == 0) ptx::bulk_wait_group_read<kBufs - 1>();
-        ptx::named_barrier_sync(wg_barrier, Cfg::WARPGROUP_THREADS);
-        static_for<kGroups>([&](auto gc) {
-            constexpr int g = decltype(gc)::value;
-            constexpr int i = q * kGroups + g;  // 8-column group of the wgmma fragment
-            const float2 b = bias.template pair<i>(quad);
-            // Byte offset in a 128-byte box row: 16-byte chunk (2g + quad/2) XOR (row % 8), where
-            // row % 8 == lane / 4 for every row this thread holds.
-            const int in_row = (((2 * g + quad / 2) ^ (lane / 4)) * 16) + (quad % 2) * 8;
+    float *own = boxes + warp * kWarpBufs * kBoxFloats;
 #pragma unroll
-            for (int ma = 0; ma < Cfg::M_ATOMS; ++ma) {
+    for (int ma = 0; ma < Cfg::M_ATOMS; ++ma) {
+        static_for<kSlices>([&](auto qc) {
+            constexpr int q = decltype(qc)::value;
+            float *box = own + ((ma * kSlices + q) % kWarpBufs) * kBoxFloats;
+            if (lane == 0) ptx::bulk_wait_group_read<kWarpBufs - 1>();
+            __syncwarp();
+            static_for<kGroups>([&](auto gc) {
+                constexpr int g = decltype(gc)::value;
+                constexpr int i = q * kGroups + g;  // 8-column group of the wgmma fragment
+                const float2 b = bias.template pair<i>(quad);
+                // Byte offset in a 128-byte box row: 16-byte chunk (2g + quad/2) XOR (row % 8),
+                // where row % 8 == lane / 4 for both rows this thread holds.
+                const int in_row = (((2 * g + quad / 2) ^ (lane / 4)) * 16) + (quad % 2) * 8;
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                    const int row = ma * Cfg::WGMMA_M + warp * 16 + lane / 4 + h * 8;
+                    const int row = lane / 4 + h * 8;
                     const float v0 = epi(acc[ma][i * 4 + h * 2 + 0], b.x);
                     const float v1 = epi(acc[ma][i * 4 + h * 2 + 1], b.y);
-                    *reinterpret_cast<float2 *>(reinterpret_cast<uint8_t *>(box) + row * 128 + in_row) =
-                        make_float2(v0, v1);
+                    *reinterpret_cast<float2 *>(reinterpret_cast<uint8_t *>(box) + row * 128 + in_row) = make_float2(v0, v1);
                 }
+            });
+            ptx::fence_proxy_async_smem();  // each writer, before the warp's store may read
+            __syncwarp();
+            if (lane == 0) {
+                ptx::tma_store_2d(&p.out_map, box, n0 + q * kStoreBoxCols, m0 + ma * Cfg::WGMMA_M + warp * kStoreBoxRows);
+                ptx::bulk_commit_group();
             }
         });
-        ptx::fence_proxy_async_smem();  // each writer, before the barrier that lets the store read
-        ptx::named_barrier_sync(wg_barrier, Cfg::WARPGROUP_THREADS);
-        if (wg_thread == 0) {
-            ptx::tma_store_2d(&p.out_map, box, n0 + q * kStoreBoxCols, m0);
-            ptx::bulk_commit_group();
-        }
-    });
+    }
 }
 
 }  // namespace ge::sm90

@@ -37,6 +37,7 @@ __device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) 
 // Epilogue staging per consumer warpgroup: (rows, 32) fp32 boxes, 128B-swizzled like the
 // operand tiles (conflict-free fragment writes; TMA stores the same layout), as many as fit.
 inline constexpr uint32_t kStoreBoxCols = GE_SM90_STORE_BOX_COLS;
+inline constexpr int kStoreBoxRows = GE_SM90_STORE_BOX_ROWS;
 inline constexpr uint32_t kEpilogueFloatsPerConsumer = GE_SM90_EPILOGUE_SMEM_BYTES / sizeof(float) / 2;
 
 // The CTA's dynamic shared memory, carved from a 1024-byte aligned base:

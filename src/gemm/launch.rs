@@ -113,7 +113,7 @@ pub(crate) fn launch(kernels: &LoadedKernels, stream: &CudaStream, plan: &Plan, 
             let spec = plan.kernel.spec();
             let x_box_rows = x_box_rows(shape.m, spec.tile_m);
             let out_map = if plan.tma_store {
-                tma::encode_row_major(a.out.addr, shape.m, shape.n, a.out.ld, spec.out_box_rows(), sys::GE_SM90_STORE_BOX_COLS, TmaElement::F32)?
+                tma::encode_row_major(a.out.addr, shape.m, shape.n, a.out.ld, sys::GE_SM90_STORE_BOX_ROWS, sys::GE_SM90_STORE_BOX_COLS, TmaElement::F32)?
             } else {
                 GeTensorMap { opaque: [0; 16] }
             };
