@@ -171,8 +171,8 @@ typedef struct GeSm90Params {
     /* The Tf32x3 entries (`_x3`): W's small parts (GE_REPACK_SPLIT), the same geometry as w_map,
      * whose W is then the big parts. Unused by the other entries. */
     GeTensorMap w_small_map;
-    /* out as a 2-D tensor {n, m} (n innermost), box {GE_SM90_STORE_BOX_COLS, rows of one
-     * consumer's tile}, 128B swizzle: the epilogue's TMA stores. Encoded (and store_tma = 1) only
+    /* out as a 2-D tensor {n, m} (n innermost), box {GE_SM90_STORE_BOX_COLS,
+     * GE_SM90_STORE_BOX_ROWS}, 128B swizzle: the epilogue's TMA stores. Encoded (and store_tma = 1) only
      * when out is 16-byte aligned and n % 4 == 0 and ldo % 4 == 0 (TMA clips a box at n only to
      * 16 bytes); else store_tma = 0, the map is unused and the epilogue stores from registers. */
     GeTensorMap out_map;
@@ -194,9 +194,11 @@ typedef struct GeSm90Params {
     int32_t x_box_rows;
 } GeSm90Params;
 
-/* The epilogue of every sm_90 kernel stages its results in shared memory, GE_SM90_STORE_BOX_COLS
- * columns (one 128-byte swizzle row) at a time, in GE_SM90_EPILOGUE_SMEM_BYTES of buffers (half
- * per consumer warpgroup), and TMA-stores each box. */
+/* The epilogue of every sm_90 kernel stages its results in shared memory and TMA-stores them,
+ * each warp on its own: boxes of GE_SM90_STORE_BOX_ROWS rows (a warp's 16 rows of a 64-row
+ * wgmma atom) by GE_SM90_STORE_BOX_COLS columns (one 128-byte swizzle row), in
+ * GE_SM90_EPILOGUE_SMEM_BYTES of buffers (half per consumer warpgroup, a quarter of that per
+ * warp). */
 #define GE_SM90_STORE_BOX_COLS 32
 #define GE_SM90_STORE_BOX_ROWS 16
 #define GE_SM90_EPILOGUE_SMEM_BYTES 32768
@@ -214,8 +216,8 @@ typedef struct GeSm90Params {
  *   - block THREADS, dynamic smem SMEM_BYTES (the stages, the epilogue buffers, the mbarriers
  *     and 1024 bytes of alignment slack);
  *   - tensor map boxes: {TILE_K, x_box_rows} for X (TILE_M rows, fewer when m < TILE_M:
- *     GeSm90Params), {TILE_K, TILE_N} for W, {STORE_BOX_COLS, rows of one consumer's tile} for
- *     out (TILE_M for pingpong, TILE_M / 2 for cooperative).
+ *     GeSm90Params), {TILE_K, TILE_N} for W, {STORE_BOX_COLS, STORE_BOX_ROWS} for
+ *     out (every schedule: each warp stores its own rows).
  * Cluster entries (`_cluster2`): the same kernel (tiles, stages, THREADS, SMEM_BYTES) with the
  * CTAs paired into clusters of GE_SM90_CLUSTER_M along M. The CTAs of a cluster compute
  * vertically adjacent TILE_M x TILE_N tiles (one (CLUSTER_M*TILE_M) x TILE_N "cluster tile")

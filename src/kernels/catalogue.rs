@@ -112,10 +112,6 @@ impl Spec {
     pub const fn w_box_rows(&self) -> u32 {
         self.tile_n / self.cluster_m
     }
-    /// Rows of `out` per epilogue TMA store box: what one consumer warpgroup holds.
-    pub const fn out_box_rows(&self) -> u32 {
-        self.tile_m / self.tile_parts()
-    }
 }
 
 /// A mma.sync configuration: `[TILE_M, TILE_N, TILE_K, STAGES, THREADS, SMEM_BYTES]` of a
@@ -511,15 +507,19 @@ mod tests {
             if s.family != Family::Gemv {
                 assert!(s.w_box_rows() * s.cluster_m == s.tile_n && s.w_box_rows() % 8 == 0, "{k}");
             }
-            assert_eq!(s.out_box_rows() * s.tile_parts(), s.tile_m, "{k}: one part per consumer sharing the tile");
+            let consumer_rows = s.tile_m / s.tile_parts(); // of the tile, per consumer warpgroup
+            assert_eq!(consumer_rows * s.tile_parts(), s.tile_m, "{k}: one part per consumer sharing the tile");
             match s.family {
                 Family::MmaSync => assert_eq!(s.smem_bytes, s.stages * (s.tile_m + s.tile_n) * s.tile_k * 4, "{k}"),
                 Family::TmaWgmma => {
                     // Stages, the epilogue's boxes, the barriers and the alignment slack.
                     let stages = s.stages * (s.tile_m + s.tile_n) * s.tile_k * 4;
                     assert!(s.smem_bytes >= stages + GE_SM90_EPILOGUE_SMEM_BYTES, "{k}");
-                    // One store box per consumer fits its half of the epilogue buffers.
-                    assert!(s.out_box_rows() * GE_SM90_STORE_BOX_COLS * 4 <= GE_SM90_EPILOGUE_SMEM_BYTES / 2, "{k}");
+                    // Each of a consumer's 4 warps stores boxes of its 16 rows of every 64-row
+                    // wgmma atom; two boxes per warp fill the consumer's half of the buffers
+                    // (one store reads a box while the warp writes the other).
+                    assert!(consumer_rows % 64 == 0, "{k}");
+                    const { assert!(GE_SM90_STORE_BOX_ROWS == 16 && 4 * 2 * GE_SM90_STORE_BOX_ROWS * GE_SM90_STORE_BOX_COLS * 4 == GE_SM90_EPILOGUE_SMEM_BYTES / 2) };
                     assert!(s.access == Access::AlignedRows, "{k}");
                 }
                 Family::Skinny => {
@@ -554,7 +554,7 @@ mod tests {
             assert_eq!((s.threads, s.smem_bytes, s.cluster_m), (clustered[0].threads, clustered[0].smem_bytes, 2), "{}", s.name);
         }
         assert_eq!(Kernel::Sm90Cooperative128x256Cluster2Trunc.spec().w_box_rows(), 128);
-        assert_eq!(Kernel::Sm90Cooperative128x256Trunc.spec().out_box_rows(), 64);
+        assert_eq!(Kernel::Sm90Cooperative128x256Trunc.spec().tile_parts(), 2);
         assert_eq!(Kernel::Sm80Mma64x64Vec4.tile(), (64, 64, 32));
         assert_eq!(Kernel::Sm90Skinny8x16.tile(), (8, 16, 32));
         assert_eq!(Kernel::Sm80Mma64x64Vec4.max_m(), None);
