@@ -80,7 +80,8 @@ struct KernelConfig {
     // Named barrier ids (0 is __syncthreads): ORDER_BARRIER + c is "consumer c may start its mainloop".
     static constexpr uint32_t ORDER_BARRIER = 1;
     static constexpr uint32_t ORDER_BARRIER_THREADS = 2 * WARPGROUP_THREADS;
-    // WARPGROUP_BARRIER + c: the 128 threads of consumer c (stream-K hand-off, epilogue boxes).
+    // WARPGROUP_BARRIER + c: the 128 threads of consumer c (stream-K hand-off; the epilogue's
+    // boxes are per warp and need none).
     static constexpr uint32_t WARPGROUP_BARRIER = 3;
     // Stream-K (GeStreamK; the schedule's "CTAs" are clusters): one partial slot per cluster of
     // CLUSTER_M * TILE_M * TILE_N floats, one consumer's part (CONSUMER_ROWS x TILE_N, fragment

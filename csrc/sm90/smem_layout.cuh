@@ -44,7 +44,8 @@ inline constexpr uint32_t kEpilogueFloatsPerConsumer = GE_SM90_EPILOGUE_SMEM_BYT
 //   x[s]: (TILE_M, TILE_K) fp32, 128B-swizzled, stage s
 //   w[s]: (TILE_N, TILE_K) fp32, 128B-swizzled, stage s; with W_PARTS = 2 (Tf32x3) followed by
 //         W's small parts, another (TILE_N, TILE_K) tile (the big parts come first)
-//   c[i]: consumer i's epilogue boxes, (rows of its tile, STORE_BOX_COLS) fp32 each
+//   c[i]: consumer i's epilogue boxes, (STORE_BOX_ROWS, STORE_BOX_COLS) fp32 each, a quarter
+//         of them per warp (epilogue_store.cuh)
 //   full[s]  : TMA -> consumers ("stage s holds data"), 1 arrival + tx bytes
 //   empty[s] : consumers -> producer ("stage s may be overwritten"), one arrival per releasing
 //              consumer warp of every CTA in the cluster
