@@ -65,12 +65,12 @@ struct KernelConfig {
     static constexpr bool X_BY_KBLOCK = PRECISION == Precision::Tf32 && M_ATOMS == 1 && TILE_N <= 128;
 
     // mma_tile_smem_x: take each stage's address through a shuffle from lane 0, so that ptxas
-    // builds the wgmma descriptors in uniform registers (no R2UR per wgmma: a third fewer
-    // mainloop instructions). Only in the 64-row ping-pongs: there one short wgmma per k-step
-    // leaves the loop bound by issue, and the saving shows; in the 128-row ping-pong, whose
-    // two 64-row wgmmas per k-step keep the tensor cores busy, the shuffles on the path from
-    // the full-barrier wait to the first wgmma cost more than they save, and the cooperative
-    // tile gains nothing (docs/BENCHMARKS.md, "Uniform wgmma descriptors").
+    // builds the wgmma descriptors in uniform registers (no R2UR per wgmma, far fewer mainloop
+    // instructions). Only in the 64-row ping-pongs, whose k-step is one short wgmma: they ran
+    // faster with it. The 128-row ping-pong (two 64-row wgmmas per k-step) ran slower, its
+    // tensor cores busy enough that the shuffles between the full-barrier wait and the first
+    // wgmma cost more than the issue slots saved; the cooperative tile ran the same
+    // (docs/BENCHMARKS.md, "Uniform wgmma descriptors").
     static constexpr bool UNIFORM_DESCRIPTORS = M_ATOMS == 1 && !COOPERATIVE;
     using Storage = SharedStorage<TILE_M, TILE_N, TILE_K, STAGES, W_PARTS>;
     using Raster = GroupedRaster<TILE_M * CLUSTER_M, TILE_N, GROUP_M>;  // over cluster tiles
