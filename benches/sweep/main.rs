@@ -22,8 +22,8 @@
 //! (default `target/sweep.md`, relative to where it runs, overwritten each run).
 //! `python3 docs/plot_benchmarks.py --sweep FILE > docs/sweep.svg` draws the heatmap from it.
 //!
-//! Run: `cargo bench --bench sweep` (estimated 1–2 min on an H200 after the 15 s soak, not yet
-//! measured; the budget below caps it), or with a filter, a substring of the ids
+//! Run: `cargo bench --bench sweep` (about a minute on an H200 after the 15 s soak: the run
+//! times in docs/BENCHMARKS.md; the budget below caps it), or with a filter, a substring of the ids
 //! `sweep/MxNxK` and `sweep/fixed_cost`: `cargo bench --bench sweep -- sweep/1x`. Under
 //! `bash .gpu/run bench FILTER` every bench gets the filter: `sweep` selects this bench alone
 //! (the other benches' ids do not contain it, and none of ours contain theirs).
