@@ -11,6 +11,10 @@
 //! `GEMM_EPILOGUE_SAMPLE_MS=t` makes each sample at least t ms of back-to-back calls (default 0.5;
 //! ~100 runs each kernel at the clock its own power draw leaves: docs/BENCHMARKS.md, "Sustained
 //! load"), `GEMM_EPILOGUE_RACE_ROUNDS=r` sets the rounds (default 20).
+//! `GEMM_EPILOGUE_RACE_WORKSPACE=with|without|both` (default `with`): each kernel runs with the
+//! workspace it asks for, through `run` without one (no stream-K or split-K: the plan then
+//! shares no tile), or both ways, so that a stream-K tail can be raced against none. A call that
+//! cannot run without a workspace (X to repack) stops the race with its error.
 
 use std::num::NonZeroU32;
 use std::process::ExitCode;
@@ -45,12 +49,21 @@ fn main() -> ExitCode {
         Ok(v) => v.trim().parse::<usize>().ok().filter(|&r| r > 0),
         Err(_) => Some(20),
     };
-    let (Some(shapes), Some(kernels), Some(limits), Some(sample_ms), Some(rounds)) = (shapes, kernels, limits, sample_ms, rounds) else {
-        eprintln!("bad shape, kernel name, GEMM_EPILOGUE_SM_LIMITS, GEMM_EPILOGUE_SAMPLE_MS or GEMM_EPILOGUE_RACE_ROUNDS");
+    let workspaces: Option<&[bool]> = match std::env::var("GEMM_EPILOGUE_RACE_WORKSPACE").as_deref() {
+        Err(_) | Ok("with") => Some(&[true]),
+        Ok("without") => Some(&[false]),
+        Ok("both") => Some(&[true, false]),
+        Ok(_) => None,
+    };
+    let (Some(shapes), Some(kernels), Some(limits), Some(sample_ms), Some(rounds), Some(workspaces)) = (shapes, kernels, limits, sample_ms, rounds, workspaces) else {
+        eprintln!("bad shape, kernel name, GEMM_EPILOGUE_SM_LIMITS, GEMM_EPILOGUE_SAMPLE_MS, GEMM_EPILOGUE_RACE_ROUNDS or GEMM_EPILOGUE_RACE_WORKSPACE");
         return ExitCode::from(2);
     };
     let timing = Samples { ms: sample_ms, rounds };
-    let kernels: Vec<(Kernel, u32)> = kernels.iter().flat_map(|&k| limits.iter().map(move |&l| (k, l))).collect();
+    let kernels: Vec<Racer> = kernels
+        .iter()
+        .flat_map(|&kernel| limits.iter().flat_map(move |&limit| workspaces.iter().map(move |&workspace| Racer { kernel, limit, workspace })))
+        .collect();
     let ctx = match cuda_context(0) {
         Ok(c) => c,
         Err(e) => {
@@ -71,6 +84,14 @@ fn main() -> ExitCode {
 const CHECK_ROWS: usize = 16;
 const CHECK_COLS: usize = 32;
 
+/// One row of the race: a kernel forced, under an SM limit (0: none), with or without a workspace.
+#[derive(Clone, Copy)]
+struct Racer {
+    kernel: Kernel,
+    limit: u32,
+    workspace: bool,
+}
+
 /// How long each sample lasts and how many rounds of them.
 #[derive(Clone, Copy)]
 struct Samples {
@@ -78,7 +99,7 @@ struct Samples {
     rounds: usize,
 }
 
-fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes: &[(usize, usize, usize)], kernels: &[(Kernel, u32)], timing: Samples) -> testbed::Result<()> {
+fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes: &[(usize, usize, usize)], kernels: &[Racer], timing: Samples) -> testbed::Result<()> {
     let stream = ctx.default_stream();
     let base = FusedGemm::new(ctx)?;
     println!("Interleaved, {} rounds of one sample per kernel, each sample at least {} ms of back-to-back calls; medians.\n", timing.rounds, timing.ms);
@@ -95,20 +116,22 @@ fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes
         let (xr, wr) = (MatrixRef::from_slice(&x, m, k), MatrixRef::from_slice(&w, n, k));
         // A kernel that holds all of X in one tile sits out the shapes with more rows (its row
         // says so), so that one race can span M.
-        let kernels: Vec<(Kernel, u32)> = kernels.iter().copied().filter(|(kernel, _)| kernel.max_m().is_none_or(|rows| m <= rows as usize)).collect();
-        // Each kernel's handle, its prepared weight and its workspace (stream-K), made once.
+        let kernels: Vec<Racer> = kernels.iter().copied().filter(|r| r.kernel.max_m().is_none_or(|rows| m <= rows as usize)).collect();
+        // Each row's handle, its prepared weight and its workspace (stream-K; None: run without), made once.
         let mut setups = Vec::new();
-        for &(kernel, limit) in &kernels {
-            let gemm = base.with_precision(kernel.precision()).with_dispatch(Dispatch::Force(kernel)).with_sm_limit(NonZeroU32::new(limit));
+        for r in &kernels {
+            let gemm = base.with_precision(r.kernel.precision()).with_dispatch(Dispatch::Force(r.kernel)).with_sm_limit(NonZeroU32::new(r.limit));
             let pw = gemm.prepare_weight(&stream, &wr)?;
-            let len = gemm.workspace_len(&stream, &xr, &pw)?;
-            let ws = stream.alloc_zeros::<f32>(len.max(1))?;
+            let ws = if r.workspace { Some(stream.alloc_zeros::<f32>(gemm.workspace_len(&stream, &xr, &pw)?.max(1))?) } else { None };
             setups.push((gemm, pw, ws, None));
         }
         let t = timing::interleaved_samples(ctx, &stream, setups.len(), |_| false, timing.rounds, 20.0, timing.ms, |i| {
             let (gemm, pw, ws, plan) = &mut setups[i];
             let mut o = MatrixMut::from_slice(&mut out, m, n);
-            *plan = gemm.run_with_workspace(&stream, &xr, pw, Some(&b.as_view()), 0.5, &mut o, &mut ws.as_view_mut())?;
+            *plan = match ws {
+                Some(ws) => gemm.run_with_workspace(&stream, &xr, pw, Some(&b.as_view()), 0.5, &mut o, &mut ws.as_view_mut())?,
+                None => gemm.run(&stream, &xr, pw, Some(&b.as_view()), 0.5, &mut o)?,
+            };
             Ok(())
         })?;
         // Each kernel's error against the f64 reference, on a fresh call into a poisoned (NaN) output.
@@ -120,22 +143,26 @@ fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes
         for (gemm, pw, ws, _) in &mut setups {
             stream.memcpy_htod(&poison, &mut out)?;
             let mut o = MatrixMut::from_slice(&mut out, m, n);
-            gemm.run_with_workspace(&stream, &xr, pw, Some(&b.as_view()), 0.5, &mut o, &mut ws.as_view_mut())?;
+            match ws {
+                Some(ws) => gemm.run_with_workspace(&stream, &xr, pw, Some(&b.as_view()), 0.5, &mut o, &mut ws.as_view_mut())?,
+                None => gemm.run(&stream, &xr, pw, Some(&b.as_view()), 0.5, &mut o)?,
+            };
             let got: Vec<Vec<f32>> = rows.iter().map(|&r| stream.clone_dtoh(&out.slice(r * n..(r + 1) * n))).collect::<Result<_, _>>()?;
             errors.push(reference::relative_error(got.iter().flat_map(|row| cols.iter().map(move |&c| row[c])).zip(want.iter().copied())));
         }
         let first = t.median_ms[0];
-        for (i, (kernel, limit)) in kernels.iter().enumerate() {
+        for (i, &Racer { kernel, limit, workspace }) in kernels.iter().enumerate() {
             let ms = t.median_ms[i];
             let ratio = match (ms, first) {
                 (Some(a), Some(f)) => format!("{:.3}", a / f),
                 _ => "n/a".into(),
             };
-            let limit = if *limit == 0 { "–".to_string() } else { limit.to_string() };
-            let plan = setups[i].3.map_or("–".into(), |p| format!("{}, {} tiles over {} CTAs", p.grid, p.stream_k_tiles, p.stream_k_ctas));
+            let limit = if limit == 0 { "–".to_string() } else { limit.to_string() };
+            let without = if workspace { "" } else { ", no workspace" };
+            let plan = setups[i].3.map_or("–".into(), |p| format!("{}, {} tiles over {} CTAs{without}", p.grid, p.stream_k_tiles, p.stream_k_ctas));
             println!("| {m}×{n}×{k} | {kernel:?} | {limit} | {:?} | {plan} | {} | {ratio} | {:.2e} |", kernel.precision(), ms.map_or("n/a".into(), |v| format!("{v:.5}")), errors[i]);
         }
-        for (kernel, _) in all.iter().filter(|(kernel, _)| kernel.max_m().is_some_and(|rows| m > rows as usize)) {
+        for kernel in all.iter().map(|r| r.kernel).filter(|kernel| kernel.max_m().is_some_and(|rows| m > rows as usize)) {
             println!("| {m}×{n}×{k} | {kernel:?} | – | {:?} | not run: M > its {} rows | – | – | – |", kernel.precision(), kernel.max_m().unwrap_or(0));
         }
     }
