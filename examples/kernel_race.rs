@@ -21,7 +21,8 @@ use std::process::ExitCode;
 
 use gemm_epilogue::testbed::reference::{self, HostMatrix, SplitMix64 as Rng};
 use gemm_epilogue::testbed::{self, timing};
-use gemm_epilogue::{cuda_context, Dispatch, FusedGemm, Kernel, MatrixMut, MatrixRef};
+use gemm_epilogue::cudarc::driver::CudaSlice;
+use gemm_epilogue::{cuda_context, Dispatch, FusedGemm, Kernel, MatrixMut, MatrixRef, PreparedWeight};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -125,13 +126,14 @@ fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes
             let ws = if r.workspace { Some(stream.alloc_zeros::<f32>(gemm.workspace_len(&stream, &xr, &pw)?.max(1))?) } else { None };
             setups.push((gemm, pw, ws, None));
         }
+        // One call of a row: with its workspace, or through `run` without one.
+        let call = |gemm: &FusedGemm, pw: &PreparedWeight, ws: &mut Option<CudaSlice<f32>>, o: &mut MatrixMut<'_>| match ws {
+            Some(ws) => gemm.run_with_workspace(&stream, &xr, pw, Some(&b.as_view()), 0.5, o, &mut ws.as_view_mut()),
+            None => gemm.run(&stream, &xr, pw, Some(&b.as_view()), 0.5, o),
+        };
         let t = timing::interleaved_samples(ctx, &stream, setups.len(), |_| false, timing.rounds, 20.0, timing.ms, |i| {
             let (gemm, pw, ws, plan) = &mut setups[i];
-            let mut o = MatrixMut::from_slice(&mut out, m, n);
-            *plan = match ws {
-                Some(ws) => gemm.run_with_workspace(&stream, &xr, pw, Some(&b.as_view()), 0.5, &mut o, &mut ws.as_view_mut())?,
-                None => gemm.run(&stream, &xr, pw, Some(&b.as_view()), 0.5, &mut o)?,
-            };
+            *plan = call(gemm, pw, ws, &mut MatrixMut::from_slice(&mut out, m, n))?;
             Ok(())
         })?;
         // Each kernel's error against the f64 reference, on a fresh call into a poisoned (NaN) output.
@@ -142,11 +144,7 @@ fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes
         let (poison, mut errors) = (vec![f32::NAN; m * n], Vec::new());
         for (gemm, pw, ws, _) in &mut setups {
             stream.memcpy_htod(&poison, &mut out)?;
-            let mut o = MatrixMut::from_slice(&mut out, m, n);
-            match ws {
-                Some(ws) => gemm.run_with_workspace(&stream, &xr, pw, Some(&b.as_view()), 0.5, &mut o, &mut ws.as_view_mut())?,
-                None => gemm.run(&stream, &xr, pw, Some(&b.as_view()), 0.5, &mut o)?,
-            };
+            call(gemm, pw, ws, &mut MatrixMut::from_slice(&mut out, m, n))?;
             let got: Vec<Vec<f32>> = rows.iter().map(|&r| stream.clone_dtoh(&out.slice(r * n..(r + 1) * n))).collect::<Result<_, _>>()?;
             errors.push(reference::relative_error(got.iter().flat_map(|row| cols.iter().map(move |&c| row[c])).zip(want.iter().copied())));
         }

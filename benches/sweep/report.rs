@@ -58,8 +58,8 @@ fn plan_of(r: &Measured, v: Variant) -> &Option<Plan> {
 }
 
 /// The worst (largest) `ratio(r, v, against)` and its point.
-fn worst(rows: &[Measured], v: Variant, against: Variant) -> Option<&Measured> {
-    rows.iter().max_by(|a, b| ratio(a, v, against).total_cmp(&ratio(b, v, against)))
+fn worst<'a>(rows: impl IntoIterator<Item = &'a Measured>, v: Variant, against: Variant) -> Option<&'a Measured> {
+    rows.into_iter().max_by(|a, b| ratio(a, v, against).total_cmp(&ratio(b, v, against)))
 }
 
 pub struct Run<'a> {
@@ -162,7 +162,7 @@ fn cublaslt(s: &mut String, all: &[Measured]) {
     let with: Vec<&Measured> = all.iter().filter(|r| r.lt_error.is_some() && ms(r, CublasLt).is_finite()).collect();
     let n = with.len();
     let _ = writeln!(s, "\n**{}** (`alpha = 1+s`, the bias pre-scaled by 1+s: the same math in one library kernel, rounded differently), on the {n} / {} points it had a plan for:\n", CublasLt.label(), all.len());
-    let Some(w_lt) = with.iter().max_by(|a, b| ratio(a, CublasLt, CublasAlone).total_cmp(&ratio(b, CublasLt, CublasAlone))) else {
+    let Some(w_lt) = worst(with.iter().copied(), CublasLt, CublasAlone) else {
         let _ = writeln!(s, "- no plan on any point.");
         return;
     };
@@ -173,7 +173,7 @@ fn cublaslt(s: &mut String, all: &[Measured]) {
     for v in [Tf32Raw, Tf32Prepared] {
         let g = geomean(with.iter().map(|r| ratio(r, v, CublasLt)));
         let ahead = with.iter().filter(|r| ratio(r, v, CublasLt) < 1.0).count();
-        let w = with.iter().max_by(|a, b| ratio(a, v, CublasLt).total_cmp(&ratio(b, v, CublasLt))).map_or(String::new(), |r| format!("{:.3} at {}", ratio(r, v, CublasLt), name(r.point)));
+        let w = worst(with.iter().copied(), v, CublasLt).map_or(String::new(), |r| format!("{:.3} at {}", ratio(r, v, CublasLt), name(r.point)));
         let _ = writeln!(s, "- {} / cuBLASLt: geomean {g:.3}, ahead on {ahead} / {n}, worst {w}.", v.label());
     }
 }
