@@ -211,7 +211,9 @@ fn exact_split_k_every_kernel() {
 /// The shared tail of each kernel: (tiles) = 8 full waves and half a wave (shared alone), and 8
 /// full waves and a thin one (shared with the wave before), sized from the kernel's own tile,
 /// cluster and wave on this device. K is moderate here (the host computes every one of the tens
-/// of millions of outputs exactly); the last cluster row has a single row (its second CTA none).
+/// of millions of outputs exactly), but 49 k-blocks: the TMA kernels share no tail of tiles
+/// under 48 k-blocks (src/gemm/stream_k.rs). The last cluster row has a single row (its second
+/// CTA none).
 #[test]
 fn exact_shared_tails_every_kernel() {
     let Some(g) = common::gpu() else { return };
@@ -228,8 +230,8 @@ fn exact_shared_tails_every_kernel() {
         let tn = tn as usize;
         // 4 tile columns; the tile rows give 8 waves and a half (N % 4 == 0: TMA store) or 8 waves
         // and 4 tiles (N odd: register store).
-        let half = Case::new((2 * wave + wave / 8) * rows - rows / 2, 4 * tn - 4, 1028).scale(3.0);
-        let thin = Case::new((2 * wave) * rows + 1, 4 * tn - 5, 260).bias(false).scale(-0.5);
+        let half = Case::new((2 * wave + wave / 8) * rows - rows / 2, 4 * tn - 4, 1540).scale(3.0);
+        let thin = Case::new((2 * wave) * rows + 1, 4 * tn - 5, 1544).bias(false).scale(-0.5);
         for (what, case) in [("tail: 8 waves and a half", half), ("tail: 8 waves and 4 tiles", thin)] {
             runs.push(Run { what, case: case.workspace(true), expect: Expect::Tail, only: Some(kernel) });
         }

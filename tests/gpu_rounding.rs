@@ -49,7 +49,8 @@ fn tf32_rna_rounds_to_nearest_ties_away() {
 /// Two shapes whose (cluster) tiles are 8 waves of `kernel` and a partial one, which stream-K
 /// shares: 6 tiles (under a quarter wave, shared with the wave before) and about a third of a
 /// wave (shared alone). Two column tiles with an N tail, M with a tail of 17 rows (for a cluster
-/// kernel, the second CTA of the last cluster row is empty), K = 100.
+/// kernel, the second CTA of the last cluster row is empty), K = 1540 (49 k-blocks, the last
+/// partial: the TMA kernels share no tail of tiles under 48, src/gemm/stream_k.rs).
 fn stream_k_tails(g: &Gpu, kernel: Kernel) -> Vec<Problem> {
     let wave = g.gemm.wave(kernel) as usize;
     assert!(wave > 0, "{kernel:?} has no wave on {:?}", g.gemm.device());
@@ -58,7 +59,7 @@ fn stream_k_tails(g: &Gpu, kernel: Kernel) -> Vec<Problem> {
     let n = 2 * tn as usize - 3;
     [4 * wave + 3, 4 * wave + wave / 6 + 1]
         .into_iter()
-        .map(|tile_rows| p((tile_rows - 1) * rows_per_tile + 17, n, 100, Sched::Tail))
+        .map(|tile_rows| p((tile_rows - 1) * rows_per_tile + 17, n, 1540, Sched::Tail))
         .collect()
 }
 

@@ -476,8 +476,8 @@ fn small_shapes_every_kernel() {
 
 /// Stream-K (sm_90 TMA kernel with a workspace): shapes with at most half as many tiles as SMs
 /// have every tile split along K into the same number of parts (split-K); shapes with at least 8 full waves share their
-/// last, partial wave (with the wave before when it is thin) along K; the rest keep the plain
-/// persistent schedule. The truncating 128×128 ping-pong and its rounding twin (on a prepared W,
+/// last, partial wave (with the wave before when it is thin) along K, if its tiles have 48
+/// k-blocks or more and it is at most 3/5 full; the rest keep the plain persistent schedule. The truncating 128×128 ping-pong and its rounding twin (on a prepared W,
 /// or on W rounded into the workspace) plan the same stream-K; each is checked against f64 and
 /// cuBLAS and run twice: the partial sums are added in a fixed order, so both outputs must be
 /// bitwise equal.
@@ -496,8 +496,9 @@ fn stream_k_shapes() {
         (384, 4096, 1024, 0),       // 96 tiles, more than half a wave: one CTA a tile
         (1280, 1792, 1024, 0),      // 140 tiles: plain persistent
         (4096, 4096, 4096, 0),      // 1024 tiles, 7 waves: plain persistent
-        (67918, 252, 200, 138),     // 1062 tiles = 8 waves + 6: those 6 and the wave before
-        (73983, 253, 64, 100),      // 1156 tiles = 8 waves + 100: those 100 (2 k-blocks each)
+        (67918, 252, 1544, 138),    // 1062 tiles = 8 waves + 6: those 6 and the wave before
+        (70783, 253, 1540, 50),     // 1106 tiles = 8 waves + 50: those 50 (49 k-blocks each)
+        (73983, 253, 64, 0),        // 1156 tiles = 8 waves + 100: not shared (2 k-blocks each; over 3/5 of a wave)
     ];
     if g.gemm.device().sm_count != 132 {
         println!("note: the stream-K tile counts below assume 132 SMs; checking results only");
@@ -534,7 +535,8 @@ fn stream_k_shapes() {
 /// Stream-K in the sm_90 kernels whose "CTA" is a cluster or whose tile is shared by both
 /// consumer warpgroups: every CTA of a cluster and every consumer publishes its own part of a
 /// partial tile and marks its own ready word. Split-K (including a cluster whose second CTA has
-/// a single row, M = 129), and shared tails of at least 8 waves of clusters (66 on the H200).
+/// a single row, M = 129), shared tails of at least 8 waves of clusters (66 on the H200), and
+/// last waves that stay unshared (short tiles, or more than 3/5 of a wave).
 /// Each truncating kernel and its rounding twin (on a prepared W, or on W rounded into the
 /// workspace), checked against f64 and cuBLAS, and run twice for bitwise-equal outputs.
 #[test]
@@ -549,18 +551,20 @@ fn stream_k_shapes_clusters_and_cooperative() {
     let cases = [
         (Kernel::Sm90Cooperative128x256Trunc, 1, 4096, 4096, 16),           // 16 tiles of 128×256, 8 CTAs a tile
         (Kernel::Sm90Cooperative128x256Trunc, 300, 1000, 512, 12),          // 12 tiles, 2 CTAs a tile, M and N tails
-        (Kernel::Sm90Cooperative128x256Trunc, 45061, 520, 96, 135),         // 1059 tiles = 8 waves + 3: with the wave before
+        (Kernel::Sm90Cooperative128x256Trunc, 45061, 520, 1540, 135),       // 1059 tiles = 8 waves + 3: with the wave before
         (Kernel::Sm90Cooperative128x256Cluster2Trunc, 1, 4096, 4096, 16),   // 16 cluster tiles of 256×256, 4 clusters a tile
         (Kernel::Sm90Cooperative128x256Cluster2Trunc, 129, 1000, 2048, 4),  // second CTA: one row
         (Kernel::Sm90Cooperative128x256Cluster2Trunc, 300, 520, 512, 6),
-        (Kernel::Sm90Cooperative128x256Cluster2Trunc, 45061, 520, 200, 69), // 531 = 8 waves of 66 + 3
+        (Kernel::Sm90Cooperative128x256Cluster2Trunc, 45061, 520, 1544, 69), // 531 = 8 waves of 66 + 3
         (Kernel::Sm90Pingpong128x128Cluster2Trunc, 1, 4096, 4096, 32),
         (Kernel::Sm90Pingpong128x128Cluster2Trunc, 300, 520, 512, 10),
-        (Kernel::Sm90Pingpong128x128Cluster2Trunc, 45061, 520, 96, 27),     // 885 = 13 waves of 66 + 27
+        (Kernel::Sm90Pingpong128x128Cluster2Trunc, 45061, 520, 1540, 27),   // 885 = 13 waves of 66 + 27
+        (Kernel::Sm90Pingpong128x128Cluster2Trunc, 45061, 520, 96, 0),      // the same, 3 k-blocks a tile: not shared
         (Kernel::Sm90Pingpong64x128Trunc, 1, 4096, 4096, 32),               // 32 tiles of 64×128, 4 CTAs a tile
         (Kernel::Sm90Pingpong64x128Trunc, 129, 1000, 2600, 24),             // 24 tiles, 5 CTAs a tile (82 k-blocks, the last partial), M and N tails
-        (Kernel::Sm90Pingpong64x128Trunc, 40000, 520, 320, 89),             // 3125 tiles = 23 waves + 89: those 89
-        (Kernel::Sm90Pingpong64x128Trunc, 17216, 512, 256, 152),            // 1076 = 8 waves + 20: with the wave before
+        (Kernel::Sm90Pingpong64x128Trunc, 39673, 520, 1540, 64),            // 3100 tiles = 23 waves + 64: those 64
+        (Kernel::Sm90Pingpong64x128Trunc, 40000, 520, 1540, 0),             // 3125 tiles = 23 waves + 89: over 3/5 of a wave, not shared
+        (Kernel::Sm90Pingpong64x128Trunc, 17216, 512, 1540, 152),           // 1076 = 8 waves + 20: with the wave before
         (Kernel::Sm90Pingpong64x64Trunc, 1, 4032, 4096, 63),                // 63 tiles of 64×64, 2 CTAs a tile
         (Kernel::Sm90Pingpong64x64Trunc, 100, 1000, 2048, 32),              // 32 tiles, 4 CTAs a tile, M and N tails
     ];

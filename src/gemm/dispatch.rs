@@ -94,7 +94,7 @@ impl Size {
         let cooperative = s.cluster_tiles(Kernel::Sm90Cooperative128x256Cluster2Trunc);
         if clusters > 0 && cooperative >= LARGE_WAVES * clusters {
             let pingpong = s.cluster_tiles(Kernel::Sm90Pingpong128x128Cluster2Trunc);
-            if s.k <= LARGE_SHORT_K || ragged(cooperative, pingpong, clusters, PINGPONG_CLUSTER_HALF_COST) {
+            if s.k <= LARGE_SHORT_K || ragged(s, cooperative, pingpong, clusters, PINGPONG_CLUSTER_HALF_COST) {
                 Size::LargePingpong
             } else {
                 Size::Large
@@ -104,7 +104,9 @@ impl Size {
             // 64×128 ping-pong took 1.53× the 128×128 one's time at 1024×11008×4096 (not
             // understood: docs/BENCHMARKS.md, "Still open").
             let half = s.tiles(Kernel::Sm90Pingpong64x128Trunc);
-            if !stream_k::shares_last_wave(half, sms) && ragged(s.tiles(Kernel::Sm90Pingpong128x128Trunc), half, sms, PINGPONG_64X128_HALF_COST) {
+            if !stream_k::shares_last_wave(Family::TmaWgmma, half, sms, tma_k_blocks(s))
+                && ragged(s, s.tiles(Kernel::Sm90Pingpong128x128Trunc), half, sms, PINGPONG_64X128_HALF_COST)
+            {
                 Size::Medium64x128
             } else {
                 Size::Medium
@@ -129,13 +131,18 @@ const PINGPONG_64X128_HALF_COST: (u64, u64) = (8, 7);
 /// output, take longer in waves of `wave` than the half tiles, each of which costs `cost` of
 /// half a big one: the big tiles' last wave is ragged where the half tiles' is not (4096×768
 /// takes 2 waves of 128×128 tiles on 132 SMs, 192 tiles, but 3 half waves' worth of 64×128
-/// ones, 384 tiles). Not when stream-K shares the big tiles' last wave (from 8 full waves on),
-/// which evens it out. The costs are measured. The ping-pong cluster tile costs about what half
+/// ones, 384 tiles). Not when stream-K shares the big tiles' last wave (from 8 full waves on,
+/// of long enough tiles: `stream_k::shares_last_wave`), which evens it out. The costs are measured. The ping-pong cluster tile costs about what half
 /// a cooperative one does: 1.01–1.03× with the waves even (4096³, 8192×4096×4096), and a tie
 /// goes to the cooperative tile. The 64×128 tile costs 8/7: it lost in the sweep at
 /// 512×14336×4096, 7 half waves against 8 (docs/BENCHMARKS.md, "Ragged last waves and short K").
-fn ragged(big: u64, half: u64, wave: u64, cost: (u64, u64)) -> bool {
-    !stream_k::shares_last_wave(big, wave) && 2 * big.div_ceil(wave) * cost.1 > half.div_ceil(wave) * cost.0
+fn ragged(s: Shape, big: u64, half: u64, wave: u64, cost: (u64, u64)) -> bool {
+    !stream_k::shares_last_wave(Family::TmaWgmma, big, wave, tma_k_blocks(s)) && 2 * big.div_ceil(wave) * cost.1 > half.div_ceil(wave) * cost.0
+}
+
+/// K-blocks of a TMA kernel's tile (every TMA kernel's TILE_K is one 128-byte swizzle row).
+fn tma_k_blocks(s: Shape) -> u64 {
+    (s.k as u64).div_ceil(Kernel::Sm90Pingpong128x128Trunc.spec().tile_k as u64)
 }
 
 /// Auto's kernels, fastest first: on sm_90 the TMA kernels (the cooperative cluster kernel on

@@ -49,6 +49,18 @@ const SPLIT_K_SHORT_BLOCKS: u64 = 256;
 /// slower with a shared tail than without: docs/BENCHMARKS.md).
 const STREAM_K_MIN_WAVES: u64 = 8;
 
+/// The TMA kernels share a last wave only with tiles of at least STREAM_K_TAIL_MIN_BLOCKS
+/// k-blocks, and only a last wave at most STREAM_K_TAIL_MAX_FILL full (as a fraction of a wave).
+/// Raced with and without their tail (docs/BENCHMARKS.md, "Shared tails at short K"), a tail
+/// lost at short K whatever its fill, and lost or tied at any K once the last wave was about
+/// two thirds full; emptier tails of longer tiles won. The hand-off (partials through L2, a
+/// finisher per tile) costs about the same at any K, so short tiles leave it nothing to win
+/// back; why a fuller last wave gains less than its idle SMs suggest is not measured (a likely
+/// reason: with fewer SMs busy the card runs further under its power cap, so a partial wave
+/// runs faster than a full one).
+const STREAM_K_TAIL_MIN_BLOCKS: u64 = 48;
+const STREAM_K_TAIL_MAX_FILL: (u64, u64) = (3, 5);
+
 /// The stream-K part of a launch: `tiles` (cluster) tiles shared along K by `ctas` CTAs
 /// (clusters for the cluster kernels).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,10 +113,16 @@ pub(crate) fn partial_tile_len(kernel: Kernel) -> usize {
     tm as usize * tn as usize * kernel.cluster_m() as usize
 }
 
-/// Whether `t` tiles in waves of `wave` end in a partial wave that stream-K shares (given room
-/// in the workspace): at least STREAM_K_MIN_WAVES full waves before it.
-pub(crate) fn shares_last_wave(t: u64, wave: u64) -> bool {
-    wave > 0 && t % wave != 0 && t / wave >= STREAM_K_MIN_WAVES
+/// Whether `t` tiles of `k_blocks` k-blocks each, in waves of `wave`, of a kernel of `family`,
+/// end in a partial wave that stream-K shares (given room in the workspace): at least
+/// STREAM_K_MIN_WAVES full waves before it; for the TMA kernels, long enough tiles and a last
+/// wave not too full (STREAM_K_TAIL_MIN_BLOCKS, STREAM_K_TAIL_MAX_FILL).
+pub(crate) fn shares_last_wave(family: Family, t: u64, wave: u64, k_blocks: u64) -> bool {
+    if wave == 0 || t % wave == 0 || t / wave < STREAM_K_MIN_WAVES {
+        return false;
+    }
+    let (num, den) = STREAM_K_TAIL_MAX_FILL;
+    family != Family::TmaWgmma || (k_blocks >= STREAM_K_TAIL_MIN_BLOCKS && den * (t % wave) <= num * wave)
 }
 
 /// Stream-K for `kernel` on `s`, when `room` f32 elements of workspace hold it; else None.
@@ -115,7 +133,8 @@ pub(crate) fn shares_last_wave(t: u64, wave: u64) -> bool {
 ///   SPLIT_K_MAX_TILES tiles on unless K is long, and none with more than half a wave of them
 ///   (spreading more tiles over a wave, or cutting them unevenly, measured slower:
 ///   docs/BENCHMARKS.md); mma.sync kernels spread the tiles over a wave of CTAs.
-/// - At least STREAM_K_MIN_WAVES full waves and a partial last one: the tiles of the last wave
+/// - At least STREAM_K_MIN_WAVES full waves and a partial last one (for the TMA kernels, of
+///   long enough tiles and not too full: [`shares_last_wave`]): the tiles of the last wave
 ///   (plus one full wave when it is less than a quarter full) are shared along K by a wave of
 ///   CTAs, so that the last wave does not keep a few SMs busy while the rest idle.
 pub(crate) fn plan(device: &DeviceInfo, occupancy: &Occupancy, kernel: Kernel, s: Shape, room: usize) -> Option<StreamK> {
@@ -159,7 +178,7 @@ pub(crate) fn plan(device: &DeviceInfo, occupancy: &Occupancy, kernel: Kernel, s
             return None;
         }
         (ctas, t)
-    } else if shares_last_wave(t, wave) {
+    } else if shares_last_wave(spec.family, t, wave, k_blocks) {
         // A last wave at least a quarter full is shared as it is (each CTA a quarter tile or
         // more); a thinner one together with the wave before it, or a tile would be cut into
         // dozens of slivers with as many partials to add.
@@ -298,13 +317,31 @@ mod tests {
 
     #[test]
     fn no_wave_shares_nothing() {
-        // A wave of 0 (no CTA of the kernel fits) shares nothing and divides nothing.
-        assert!(!shares_last_wave(1000, 0));
-        assert!(!shares_last_wave(0, 0));
-        // 8 full waves and one tile: shared; 7 and a tile, or 8 exactly: not.
-        assert!(shares_last_wave(8 * 132 + 1, 132));
-        assert!(!shares_last_wave(7 * 132 + 1, 132));
-        assert!(!shares_last_wave(8 * 132, 132));
+        for family in [Family::MmaSync, Family::TmaWgmma] {
+            // A wave of 0 (no CTA of the kernel fits) shares nothing and divides nothing.
+            assert!(!shares_last_wave(family, 1000, 0, 128));
+            assert!(!shares_last_wave(family, 0, 0, 128));
+            // 8 full waves and one tile: shared; 7 and a tile, or 8 exactly: not.
+            assert!(shares_last_wave(family, 8 * 132 + 1, 132, 128));
+            assert!(!shares_last_wave(family, 7 * 132 + 1, 132, 128));
+            assert!(!shares_last_wave(family, 8 * 132, 132, 128));
+        }
+    }
+
+    #[test]
+    fn tma_kernels_share_only_the_tails_of_long_tiles_and_not_too_full_waves() {
+        let tma = Family::TmaWgmma;
+        // 48 k-blocks (K = 1536) or more: shared; 47 (K = 1504) or fewer: not. The mma.sync
+        // kernels keep sharing short tiles.
+        assert!(shares_last_wave(tma, 8 * 66 + 33, 66, 48));
+        assert!(!shares_last_wave(tma, 8 * 66 + 33, 66, 47));
+        assert!(!shares_last_wave(tma, 8 * 66 + 33, 66, 24));
+        assert!(shares_last_wave(Family::MmaSync, 8 * 66 + 33, 66, 2));
+        // A last wave 3/5 full or less: shared; fuller: not (the mma.sync kernels: shared).
+        assert!(shares_last_wave(tma, 8 * 5 + 3, 5, 128));
+        assert!(!shares_last_wave(tma, 8 * 5 + 4, 5, 128));
+        assert!(shares_last_wave(Family::MmaSync, 8 * 5 + 4, 5, 128));
+        assert!(shares_last_wave(tma, 8 * 66 + 1, 66, 128), "a thin tail");
     }
 
     #[test]
@@ -345,6 +382,16 @@ mod tests {
         // 7 waves (4096³), or whole waves only: none.
         assert_eq!(plan(&d, &o, pp, shape(4096, 4096, 4096), usize::MAX), None);
         assert_eq!(plan(&d, &o, pp, shape(132 * 128, 8 * 128, 64), usize::MAX), None);
+        // The ping-pong cluster kernel on 8192×3072: 768 cluster tiles = 11 waves of 66 and 42
+        // (64 % full): not shared at any K. On 16384×3072: 23 waves and 18 (27 % full): shared
+        // from K = 1536 (48 k-blocks) on, not at K = 768 or 1504.
+        let ppc = Kernel::Sm90Pingpong128x128Cluster2Trunc;
+        for k in [768, 4096] {
+            assert_eq!(plan(&d, &o, ppc, shape(8192, 3072, k), usize::MAX), None, "K = {k}");
+        }
+        assert_eq!(plan(&d, &o, ppc, shape(16384, 3072, 768), usize::MAX), None);
+        assert_eq!(plan(&d, &o, ppc, shape(16384, 3072, 1504), usize::MAX), None);
+        assert_eq!(plan(&d, &o, ppc, shape(16384, 3072, 1536), usize::MAX), Some(StreamK { ctas: 66, tiles: 18 }));
     }
 
     #[test]
