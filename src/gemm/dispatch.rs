@@ -132,9 +132,10 @@ const PINGPONG_64X128_HALF_COST: (u64, u64) = (8, 7);
 /// half a big one: the big tiles' last wave is ragged where the half tiles' is not (4096×768
 /// takes 2 waves of 128×128 tiles on 132 SMs, 192 tiles, but 3 half waves' worth of 64×128
 /// ones, 384 tiles). Not when stream-K shares the big tiles' last wave (from 8 full waves on,
-/// of long enough tiles: `stream_k::shares_last_wave`), which evens it out. The costs are measured. The ping-pong cluster tile costs about what half
-/// a cooperative one does: 1.01–1.03× with the waves even (4096³, 8192×4096×4096), and a tie
-/// goes to the cooperative tile. The 64×128 tile costs 8/7: it lost in the sweep at
+/// of long enough tiles and not too full: `stream_k::shares_last_wave`), which evens it out.
+/// The costs are measured. The ping-pong cluster tile costs about what half a cooperative one
+/// does: 1.01–1.03× with the waves even (4096³, 8192×4096×4096), and a tie goes to the
+/// cooperative tile. The 64×128 tile costs 8/7: it lost in the sweep at
 /// 512×14336×4096, 7 half waves against 8 (docs/BENCHMARKS.md, "Ragged last waves and short K").
 fn ragged(s: Shape, big: u64, half: u64, wave: u64, cost: (u64, u64)) -> bool {
     !stream_k::shares_last_wave(Family::TmaWgmma, big, wave, tma_k_blocks(s)) && 2 * big.div_ceil(wave) * cost.1 > half.div_ceil(wave) * cost.0
