@@ -3,6 +3,7 @@
 
     python3 docs/plot_benchmarks.py docs/data/interleaved-*.md > docs/benchmarks.svg
     python3 docs/plot_benchmarks.py --sweep docs/data/sweep-*.md > docs/sweep.svg
+    python3 docs/plot_benchmarks.py --sweep --median docs/data/sweep-4e0cc95*.md > docs/sweep.svg
 
 Bars (fused_vs_cublas, target/interleaved.md): for each shape (a later file wins over an earlier
 one), one group of bars: each variant's median time relative to cuBLAS's TF32 GEMM alone (lower is
@@ -12,10 +13,13 @@ tables are skipped). "ours" is the default handle on the raw W (labelled "ours (
 Heatmap (--sweep, the sweep bench's report, target/sweep.md): ours / cuBLAS alone over M (rows) ×
 (N, K) (columns), one panel per variant of ours; --variants raw,prepared,truncated picks them
 (default raw,prepared); cublaslt (cuBLASLt + bias / cuBLAS alone) and raw-vs-cublaslt (ours / cuBLASLt
-+ bias) draw the sweep's cuBLASLt columns (reports from 36735e9 on). A later file wins per point.
++ bias) draw the sweep's cuBLASLt columns (reports from 36735e9 on). A later file wins per point;
+with --median (several runs of one build), each cell is the median of the runs' values instead,
+since a single run's point can move by 5-15 % (docs/BENCHMARKS.md, "Shared tails at short K").
 """
 import math
 import re
+import statistics
 import sys
 
 VARIANTS = ["ours (fused)", "cuBLAS GEMM + elementwise", "cuBLASLt bias+alpha (1 call)", "cuBLAS GEMM alone (no bias/epilogue)"]
@@ -60,7 +64,8 @@ def svg(rows, meta):
     commits = sorted({m.split("commit ")[1].split(",")[0] for m in meta if "commit " in m})
     days = sorted({m.split(" ")[0] for m in meta})
     devices = sorted({m.split("commit ", 1)[1].split(", ", 1)[1] for m in meta if "commit " in m})
-    out.append(f'<text x="{left}" y="36" fill="#555">{", ".join(days)}; commits {", ".join(commits)}; {"; ".join(devices)}</text>')
+    runs = f"; per-point median of {len(meta)} runs" if median else ""
+    out.append(f'<text x="{left}" y="36" fill="#555">{", ".join(days)}; commits {", ".join(commits)}; {"; ".join(devices)}{runs}</text>')
     for r in [0, 0.5, 1.0, 1.5, 2.0, 2.5]:
         if r <= ymax:
             out.append(f'<line x1="{left}" x2="{width - 10}" y1="{y(r):.1f}" y2="{y(r):.1f}" stroke="{"#000" if r == 1.0 else "#ddd"}"/>')
@@ -94,9 +99,10 @@ SWEEP_VARIANTS = {
 OURS_VS_ALONE = {"raw", "prepared", "truncated"}  # panels of ours / cuBLAS alone
 
 
-def parse_sweep(paths):
-    """{(m, n, k): {column: value}}, the run headers, and the (n, k) in order of appearance."""
-    points, meta, layers = {}, [], []
+def parse_sweep(paths, median=False):
+    """{(m, n, k): {column: value}}, the run headers, and the (n, k) in order of appearance. The
+    value is the last file's, or with `median` the median over the files that have the point."""
+    runs, meta, layers = {}, [], []
     for path in paths:
         columns = None
         for line in open(path, encoding="utf-8"):
@@ -110,9 +116,13 @@ def parse_sweep(paths):
                 columns = cells
             elif columns and cells and re.fullmatch(r"[0-9]+", cells[0]):
                 m_, n, k = (int(c) for c in cells[:3])
-                points[(m_, n, k)] = {c: float(v) for c, v in zip(columns[3:], cells[3:]) if re.fullmatch(r"[0-9.]+|nan|NaN", v)}
+                for c, v in zip(columns[3:], cells[3:]):
+                    if re.fullmatch(r"[0-9.]+|nan|NaN", v):
+                        runs.setdefault((m_, n, k), {}).setdefault(c, []).append(float(v))
                 if (n, k) not in layers:
                     layers.append((n, k))
+    pick = statistics.median if median else (lambda values: values[-1])
+    points = {shape: {c: pick(values) for c, values in columns.items()} for shape, columns in runs.items()}
     return points, meta, layers
 
 
@@ -126,7 +136,7 @@ def color(r):
     return "#%02x%02x%02x" % tuple(mix)
 
 
-def sweep_svg(points, meta, layers, variants):
+def sweep_svg(points, meta, layers, variants, median=False):
     cw, ch, left, top, gap = 78, 20, 84, 64, 36
     ms = sorted({m for (m, _, _) in points})
     panel_h = 30 + len(ms) * ch + gap
@@ -139,7 +149,8 @@ def sweep_svg(points, meta, layers, variants):
     days = sorted({m.split(" ")[0] for m in meta})
     commits = sorted({m.split("commit ")[1].split(",")[0] for m in meta if "commit " in m})
     devices = sorted({m.split("commit ", 1)[1].split(", ", 1)[1] for m in meta if "commit " in m and ", " in m.split("commit ", 1)[1]})
-    out.append(f'<text x="{left}" y="36" fill="#555">{", ".join(days)}; commits {", ".join(commits)}; {"; ".join(devices)}</text>')
+    runs = f"; per-point median of {len(meta)} runs" if median else ""
+    out.append(f'<text x="{left}" y="36" fill="#555">{", ".join(days)}; commits {", ".join(commits)}; {"; ".join(devices)}{runs}</text>')
     for i, name in enumerate(variants):
         column, title = SWEEP_VARIANTS[name]
         y0 = top + i * panel_h
@@ -174,14 +185,16 @@ def sweep_svg(points, meta, layers, variants):
 if __name__ == "__main__":
     argv = sys.argv[1:]
     if argv[:1] == ["--sweep"]:
-        argv, variants = argv[1:], ["raw", "prepared"]
+        argv, variants, median = argv[1:], ["raw", "prepared"], False
+        if argv[:1] == ["--median"]:
+            median, argv = True, argv[1:]
         if argv[:1] == ["--variants"]:
             variants, argv = argv[1].split(","), argv[2:]
         unknown = [v for v in variants if v not in SWEEP_VARIANTS]
         if unknown or not argv:
-            sys.exit(f"usage: plot_benchmarks.py --sweep [--variants {','.join(SWEEP_VARIANTS)}] FILE...")
-        points, meta, layers = parse_sweep(argv)
-        print(sweep_svg(points, meta, layers, variants))
+            sys.exit(f"usage: plot_benchmarks.py --sweep [--median] [--variants {','.join(SWEEP_VARIANTS)}] FILE...")
+        points, meta, layers = parse_sweep(argv, median)
+        print(sweep_svg(points, meta, layers, variants, median))
     else:
         rows, meta = parse(argv)
         print(svg(rows, meta))
