@@ -475,12 +475,13 @@ fn small_shapes_every_kernel() {
 }
 
 /// Stream-K (sm_90 TMA kernel with a workspace): shapes with at most half as many tiles as SMs
-/// have every tile split along K into the same number of parts (split-K); shapes with at least 8 full waves share their
-/// last, partial wave (with the wave before when it is thin) along K, if its tiles have 48
-/// k-blocks or more and it is at most 3/5 full; the rest keep the plain persistent schedule. The truncating 128×128 ping-pong and its rounding twin (on a prepared W,
-/// or on W rounded into the workspace) plan the same stream-K; each is checked against f64 and
-/// cuBLAS and run twice: the partial sums are added in a fixed order, so both outputs must be
-/// bitwise equal.
+/// have every tile split along K into the same number of parts (split-K); shapes with at least
+/// 8 full waves share their last, partial wave (with the wave before when it is thin) along K,
+/// if its tiles have 48 k-blocks or more and it is at most 3/5 full; the rest keep the plain
+/// persistent schedule. The truncating 128×128 ping-pong and its rounding twin (on a prepared
+/// W, or on W rounded into the workspace) plan the same stream-K; each is checked against f64
+/// and cuBLAS and run twice: the partial sums are added in a fixed order, so both outputs must
+/// be bitwise equal.
 #[test]
 fn stream_k_shapes() {
     let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Trunc's stream-K") else { return };
