@@ -75,8 +75,9 @@ enum Size {
     LargePingpong,
     /// At least one wave of 128×128 tiles.
     Medium,
-    /// As many, but a last wave that 64×128 tiles fill better (see [`ragged`]), in fewer than
-    /// 8 waves of them.
+    /// As many, but a last wave that 64×128 tiles fill better (see [`ragged`]), where stream-K
+    /// would not share the 64×128 tiles' own last wave (fewer than 8 waves of them, short
+    /// tiles, or a last wave over 3/5 full: `stream_k::shares_last_wave`).
     Medium64x128,
     /// Fewer 128×128 tiles than SMs, but more than one wave of 64×128 tiles.
     Small,
