@@ -92,10 +92,9 @@ impl Size {
         let sms = device.sm_count as u64;
         let one_wave_of = |k: Kernel| s.tiles(k) <= sms;
         let clusters = occupancy.max_active_clusters as u64;
-        let cooperative = s.cluster_tiles(Kernel::Sm90Cooperative128x256Cluster2Trunc);
-        if clusters > 0 && cooperative >= LARGE_WAVES * clusters {
-            let pingpong = s.cluster_tiles(Kernel::Sm90Pingpong128x128Cluster2Trunc);
-            if s.k <= LARGE_SHORT_K || ragged(s, cooperative, pingpong, clusters, PINGPONG_CLUSTER_HALF_COST) {
+        let cooperative = Kernel::Sm90Cooperative128x256Cluster2Trunc;
+        if clusters > 0 && s.cluster_tiles(cooperative) >= LARGE_WAVES * clusters {
+            if s.k <= LARGE_SHORT_K || ragged(s, cooperative, Kernel::Sm90Pingpong128x128Cluster2Trunc, clusters, PINGPONG_CLUSTER_HALF_COST) {
                 Size::LargePingpong
             } else {
                 Size::Large
@@ -104,9 +103,9 @@ impl Size {
             // Only while the 64×128 tiles' own last wave is not shared: with a shared tail the
             // 64×128 ping-pong took 1.53× the 128×128 one's time at 1024×11008×4096 (not
             // understood: docs/BENCHMARKS.md, "Still open").
-            let half = s.tiles(Kernel::Sm90Pingpong64x128Trunc);
-            if !stream_k::shares_last_wave(Family::TmaWgmma, half, sms, tma_k_blocks(s))
-                && ragged(s, s.tiles(Kernel::Sm90Pingpong128x128Trunc), half, sms, PINGPONG_64X128_HALF_COST)
+            let half = Kernel::Sm90Pingpong64x128Trunc;
+            if !stream_k::shares_last_wave(half.family(), s.tiles(half), sms, s.k_blocks(half))
+                && ragged(s, Kernel::Sm90Pingpong128x128Trunc, half, sms, PINGPONG_64X128_HALF_COST)
             {
                 Size::Medium64x128
             } else {
@@ -128,9 +127,9 @@ impl Size {
 const PINGPONG_CLUSTER_HALF_COST: (u64, u64) = (1, 1);
 const PINGPONG_64X128_HALF_COST: (u64, u64) = (8, 7);
 
-/// Whether `big` tiles, each twice the area of one of the `half` tiles that cover the same
-/// output, take longer in waves of `wave` than the half tiles, each of which costs `cost` of
-/// half a big one: the big tiles' last wave is ragged where the half tiles' is not (4096×768
+/// Whether the (cluster) tiles of kernel `big` on `s`, each twice the area of one of kernel
+/// `half`'s that cover the same output, take longer in waves of `wave` than the half tiles, each
+/// of which costs `cost` of half a big one: the big tiles' last wave is ragged where the half tiles' is not (4096×768
 /// takes 2 waves of 128×128 tiles on 132 SMs, 192 tiles, but 3 half waves' worth of 64×128
 /// ones, 384 tiles). Not when stream-K shares the big tiles' last wave (from 8 full waves on,
 /// of long enough tiles and not too full: `stream_k::shares_last_wave`), which evens it out.
@@ -138,13 +137,9 @@ const PINGPONG_64X128_HALF_COST: (u64, u64) = (8, 7);
 /// does: 1.01–1.03× with the waves even (4096³, 8192×4096×4096), and a tie goes to the
 /// cooperative tile. The 64×128 tile costs 8/7: it lost in the sweep at
 /// 512×14336×4096, 7 half waves against 8 (docs/BENCHMARKS.md, "Ragged last waves and short K").
-fn ragged(s: Shape, big: u64, half: u64, wave: u64, cost: (u64, u64)) -> bool {
-    !stream_k::shares_last_wave(Family::TmaWgmma, big, wave, tma_k_blocks(s)) && 2 * big.div_ceil(wave) * cost.1 > half.div_ceil(wave) * cost.0
-}
-
-/// K-blocks of a TMA kernel's tile (every TMA kernel's TILE_K is one 128-byte swizzle row).
-fn tma_k_blocks(s: Shape) -> u64 {
-    (s.k as u64).div_ceil(Kernel::Sm90Pingpong128x128Trunc.spec().tile_k as u64)
+fn ragged(s: Shape, big: Kernel, half: Kernel, wave: u64, cost: (u64, u64)) -> bool {
+    let (big_tiles, half_tiles) = (s.cluster_tiles(big), s.cluster_tiles(half));
+    !stream_k::shares_last_wave(big.family(), big_tiles, wave, s.k_blocks(big)) && 2 * big_tiles.div_ceil(wave) * cost.1 > half_tiles.div_ceil(wave) * cost.0
 }
 
 /// Auto's kernels, fastest first: on sm_90 the TMA kernels (the cooperative cluster kernel on

@@ -214,7 +214,7 @@ fn check_plan(c: &Case) -> Result<(), TestCaseError> {
         // parts of at least 8 k-blocks each, and more than 4 only at 16 or more each
         // (stream_k::plan).
         if k.family() == Family::TmaWgmma && plan.stream_k_tiles as u64 == s.cluster_tiles(k) {
-            let (parts, k_blocks) = (plan.stream_k_ctas / plan.stream_k_tiles, s.k.div_ceil(k.spec().tile_k as usize) as u32);
+            let (parts, k_blocks) = (plan.stream_k_ctas / plan.stream_k_tiles, s.k_blocks(k) as u32);
             prop_assert!(plan.stream_k_tiles < 64 || k_blocks > 256, "{} tiles of {} k-blocks split", plan.stream_k_tiles, k_blocks);
             prop_assert_eq!(plan.stream_k_ctas % plan.stream_k_tiles, 0, "whole parts");
             prop_assert!(parts >= 2 && parts * 8 <= k_blocks, "{} parts of {} k-blocks", parts, k_blocks);

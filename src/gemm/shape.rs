@@ -24,6 +24,11 @@ impl Shape {
         (self.m as u64).div_ceil(tm as u64 * kernel.cluster_m() as u64) * (self.n as u64).div_ceil(tn as u64)
     }
 
+    /// K-blocks of `kernel`'s tile along K (the last one partial when TILE_K does not divide K).
+    pub fn k_blocks(self, kernel: Kernel) -> u64 {
+        (self.k as u64).div_ceil(kernel.spec().tile_k as u64)
+    }
+
     /// Multiply-adds of the GEMM, saturating: M·N·K of valid dimensions can pass 2⁶⁴.
     pub fn macs(self) -> u64 {
         (self.m as u64).saturating_mul(self.n as u64).saturating_mul(self.k as u64)

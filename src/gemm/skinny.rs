@@ -24,7 +24,7 @@ pub(crate) fn split(device: &DeviceInfo, kernel: Kernel, s: Shape) -> u32 {
     let clusters = (s.n as u64).div_ceil(spec.tile_n as u64).max(1);
     let fill = (device.sm_count as u64).div_ceil(clusters);
     let warps = (spec.threads / 32) as u64;
-    let steps = (s.k as u64).div_ceil(spec.tile_k as u64);
+    let steps = s.k_blocks(kernel);
     let deep = steps / (warps * MIN_STEPS_PER_WARP);
     fill.min(deep)
         .clamp(1, crate::sys::GE_SKINNY_MAX_SPLIT as u64) as u32

@@ -157,7 +157,7 @@ pub(crate) fn plan(device: &DeviceInfo, occupancy: &Occupancy, kernel: Kernel, s
     if t + wave >= 1 << crate::sys::GE_STREAM_K_TICKET_BITS {
         return None;
     }
-    let k_blocks = (s.k as u64).div_ceil(spec.tile_k as u64);
+    let k_blocks = s.k_blocks(kernel);
     let (ctas, tiles) = if t < wave && spec.family == Family::TmaWgmma {
         // Whole splits: no CTA straddles two tiles, and each finisher adds splits - 1 partials.
         let most = (wave / t).min(k_blocks / SPLIT_K_MIN_BLOCKS);

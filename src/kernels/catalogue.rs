@@ -521,8 +521,8 @@ mod tests {
                     assert!(consumer_rows % 64 == 0, "{k}");
                     const { assert!(GE_SM90_STORE_BOX_ROWS == 16 && 4 * 2 * GE_SM90_STORE_BOX_ROWS * GE_SM90_STORE_BOX_COLS * 4 == GE_SM90_EPILOGUE_SMEM_BYTES / 2) };
                     assert!(s.access == Access::AlignedRows, "{k}");
-                    // One 128-byte swizzle row of K per stage: dispatch counts a TMA tile's
-                    // k-blocks once for every TMA kernel (gemm::dispatch::tma_k_blocks).
+                    // One 128-byte swizzle row of fp32 along K per stage (the operand tiles'
+                    // SW128 layout).
                     assert_eq!(s.tile_k, 32, "{k}");
                 }
                 Family::Skinny => {
