@@ -34,8 +34,9 @@ __device__ __forceinline__ uint64_t make_desc_k_major_sw128(uint32_t addr) {
 // (the swizzle is applied to the final address), in 16-byte descriptor units.
 __device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
 
-// Epilogue staging per consumer warpgroup: (rows, 32) fp32 boxes, 128B-swizzled like the
-// operand tiles (conflict-free fragment writes; TMA stores the same layout), as many as fit.
+// Epilogue staging per consumer warpgroup: (STORE_BOX_ROWS, STORE_BOX_COLS) fp32 boxes,
+// 128B-swizzled like the operand tiles (conflict-free fragment writes; TMA stores the same
+// layout), an equal share per warp (epilogue_store.cuh).
 inline constexpr uint32_t kStoreBoxCols = GE_SM90_STORE_BOX_COLS;
 inline constexpr int kStoreBoxRows = GE_SM90_STORE_BOX_ROWS;
 inline constexpr uint32_t kEpilogueFloatsPerConsumer = GE_SM90_EPILOGUE_SMEM_BYTES / sizeof(float) / 2;
