@@ -160,7 +160,10 @@ fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes
             let plan = setups[i].3.map_or("–".into(), |p| format!("{}, {} tiles over {} CTAs{without}", p.grid, p.stream_k_tiles, p.stream_k_ctas));
             println!("| {m}×{n}×{k} | {kernel:?} | {limit} | {:?} | {plan} | {} | {ratio} | {:.2e} |", kernel.precision(), ms.map_or("n/a".into(), |v| format!("{v:.5}")), errors[i]);
         }
-        for kernel in all.iter().map(|r| r.kernel).filter(|kernel| kernel.max_m().is_some_and(|rows| m > rows as usize)) {
+        // One row per kernel sitting out, not one per SM limit and workspace (racers come grouped by kernel).
+        let mut sitting_out: Vec<Kernel> = all.iter().map(|r| r.kernel).filter(|kernel| kernel.max_m().is_some_and(|rows| m > rows as usize)).collect();
+        sitting_out.dedup();
+        for kernel in sitting_out {
             println!("| {m}×{n}×{k} | {kernel:?} | – | {:?} | not run: M > its {} rows | – | – | – |", kernel.precision(), kernel.max_m().unwrap_or(0));
         }
     }
