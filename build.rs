@@ -76,7 +76,9 @@ fn main() {
         if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) || n == "0" {
             fail(&format!("GEMM_EPILOGUE_MUTATION={n:?}: expected a mutation number (1, 2, ...)"));
         }
-        println!("cargo:warning=GEMM_EPILOGUE_MUTATION={n}: the kernels are built with deliberate bug #{n} (tests only)");
+        println!(
+            "cargo:warning=GEMM_EPILOGUE_MUTATION={n}: the kernels are built with deliberate bug #{n} (tests only)"
+        );
         cmd.arg(format!("-DGE_MUTATION={n}"));
         println!("cargo:rustc-cfg=ge_mutation=\"{n}\"");
     }
@@ -143,11 +145,8 @@ fn check_version(nvcc: &Path) {
         .output()
         .unwrap_or_else(|e| fail(&format!("could not run {} --version: {e}", nvcc.display())));
     let text = String::from_utf8_lossy(&out.stdout);
-    let major = text
-        .split("release ")
-        .nth(1)
-        .and_then(|r| r.split('.').next())
-        .and_then(|m| m.trim().parse::<u32>().ok());
+    let major =
+        text.split("release ").nth(1).and_then(|r| r.split('.').next()).and_then(|m| m.trim().parse::<u32>().ok());
     match major {
         Some(m) if m >= MIN_NVCC_MAJOR => {}
         Some(m) => fail(&format!(

@@ -60,9 +60,9 @@ use criterion::{Criterion, Throughput};
 use gemm_epilogue::cudarc::driver::sys::CUevent_flags;
 use gemm_epilogue::cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream};
 use gemm_epilogue::testbed::reference::SplitMix64 as Rng;
-use gemm_epilogue::testbed::{self, timing, CublasBaseline, CublasCompute, CublasLtLinear, CublasLtPlan};
 use gemm_epilogue::testbed::reference::{self, HostMatrix};
-use gemm_epilogue::{Dispatch, FusedGemm, Kernel, MatrixMut, MatrixRef, Plan, PreparedWeight, Precision};
+use gemm_epilogue::testbed::{self, timing, CublasBaseline, CublasCompute, CublasLtLinear, CublasLtPlan};
+use gemm_epilogue::{Dispatch, FusedGemm, Kernel, MatrixMut, MatrixRef, Plan, Precision, PreparedWeight};
 
 const SCALE: f32 = 0.5;
 const REFERENCE: &str = "reference_16384x4096x4096";
@@ -86,7 +86,6 @@ const SHAPES: &[(&str, usize, usize, usize)] = &[
 
 // ---------------------------------------------------------------------------------------------
 // Data
-
 
 fn fresh_seed(m: usize, n: usize, k: usize) -> u64 {
     let t = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
@@ -117,19 +116,27 @@ enum Variant {
     /// Our fused call with this kernel forced.
     Forced(Kernel),
 }
-const VARIANTS: [Variant; 6] =
-    [Variant::Fused, Variant::CublasElementwise, Variant::CublasLt, Variant::CublasGemm, Variant::FusedPrepared, Variant::FusedTruncate];
+const VARIANTS: [Variant; 6] = [
+    Variant::Fused,
+    Variant::CublasElementwise,
+    Variant::CublasLt,
+    Variant::CublasGemm,
+    Variant::FusedPrepared,
+    Variant::FusedTruncate,
+];
 /// The FP32-accurate rows: ours 3xTF32 against cuBLAS's FP32 paths, on the reference, square and
 /// odd-K shapes (`ours / this` compares with the Tf32 default; the line below the table, with ours
 /// Tf32x3).
 const FP32_ACCURATE: [Variant; 3] = [Variant::FusedTf32x3, Variant::CublasFp32, Variant::CublasBf16x9];
 const FP32_ACCURATE_SHAPES: [&str; 4] = [REFERENCE, "square_4096", "square_8192", "odd_1000x3000x777"];
 /// The mma.sync rows of the reference shape.
-const MMA_SYNC: [Variant; 2] = [Variant::Forced(Kernel::Sm80Mma128x256Vec4Trunc), Variant::Forced(Kernel::Sm80Mma128x256Vec4)];
+const MMA_SYNC: [Variant; 2] =
+    [Variant::Forced(Kernel::Sm80Mma128x256Vec4Trunc), Variant::Forced(Kernel::Sm80Mma128x256Vec4)];
 /// Shapes that also time the 128×128 ping-pong kernel forced: the large square-ish ones, where
 /// `Dispatch::Auto` picks the cooperative cluster kernel on the H200, and the small-M ones, where
 /// it picks the 64-row ping-pong (the 128-row one is Auto's pick in between).
-const PINGPONG_TOO: [&str; 7] = [REFERENCE, "square_4096", "square_8192", "m1_4096x4096", "m16_4096x4096", "m128_4096x4096", "m256_4096x4096"];
+const PINGPONG_TOO: [&str; 7] =
+    [REFERENCE, "square_4096", "square_8192", "m1_4096x4096", "m16_4096x4096", "m128_4096x4096", "m256_4096x4096"];
 
 impl Variant {
     fn label(self) -> &'static str {
@@ -247,10 +254,14 @@ impl<'g> Case<'g> {
         let truncate = gemm.with_precision(Precision::Tf32Truncated);
         let x3 = gemm.with_precision(Precision::Tf32x3);
         let prepared_x3 = x3.prepare_weight(stream, &MatrixRef::from_slice(&w, n, k))?;
-        let workspace_len = gemm.workspace_len(stream, &MatrixRef::from_slice(&x, m, k), &MatrixRef::from_slice(&w, n, k))?;
+        let workspace_len =
+            gemm.workspace_len(stream, &MatrixRef::from_slice(&x, m, k), &MatrixRef::from_slice(&w, n, k))?;
         let workspace = if workspace_len > 0 { Some(stream.alloc_zeros::<f32>(workspace_len)?) } else { None };
         if workspace_len > 0 {
-            println!("[{m}x{n}x{k}] fused: rows not 16-byte aligned; repacks through a {} MiB workspace", (workspace_len * 4) >> 20);
+            println!(
+                "[{m}x{n}x{k}] fused: rows not 16-byte aligned; repacks through a {} MiB workspace",
+                (workspace_len * 4) >> 20
+            );
         }
         let mut workspace = workspace;
         // One real call (also a warm-up) reports what the timed calls run.
@@ -258,7 +269,9 @@ impl<'g> Case<'g> {
             let (xr, wr) = (MatrixRef::from_slice(&x, m, k), MatrixRef::from_slice(&w, n, k));
             let mut o = MatrixMut::from_slice(&mut out, m, n);
             match workspace.as_mut() {
-                Some(ws) => gemm.run_with_workspace(stream, &xr, &wr, Some(&b.as_view()), SCALE, &mut o, &mut ws.as_view_mut())?,
+                Some(ws) => {
+                    gemm.run_with_workspace(stream, &xr, &wr, Some(&b.as_view()), SCALE, &mut o, &mut ws.as_view_mut())?
+                }
                 None => gemm.run(stream, &xr, &wr, Some(&b.as_view()), SCALE, &mut o)?,
             }
         };
@@ -269,7 +282,13 @@ impl<'g> Case<'g> {
             ),
             None => println!("[{m}x{n}x{k}] seed {seed:#x}; fused: nothing to do"),
         }
-        let lt_plan = match lt.prepare(&MatrixRef::from_slice(&x, m, k), &MatrixRef::from_slice(&w, n, k), Some(&b.as_view()), SCALE, &MatrixMut::from_slice(&mut out, m, n)) {
+        let lt_plan = match lt.prepare(
+            &MatrixRef::from_slice(&x, m, k),
+            &MatrixRef::from_slice(&w, n, k),
+            Some(&b.as_view()),
+            SCALE,
+            &MatrixMut::from_slice(&mut out, m, n),
+        ) {
             Ok(p) => {
                 println!("[{m}x{n}x{k}] cuBLASLt: algorithm chosen once, workspace {} B", p.workspace_bytes());
                 Some(p)
@@ -309,11 +328,23 @@ impl<'g> Case<'g> {
                 let mut o = MatrixMut::from_slice(&mut out, m, n);
                 let bias = b.as_view();
                 let plan = match (v, ws.as_mut()) {
-                    (Variant::FusedPrepared, Some(ws)) => h.run_with_workspace(stream, &xr, &prepared, Some(&bias), SCALE, &mut o, &mut ws.as_view_mut()),
+                    (Variant::FusedPrepared, Some(ws)) => {
+                        h.run_with_workspace(stream, &xr, &prepared, Some(&bias), SCALE, &mut o, &mut ws.as_view_mut())
+                    }
                     (Variant::FusedPrepared, None) => h.run(stream, &xr, &prepared, Some(&bias), SCALE, &mut o),
-                    (Variant::FusedTf32x3, Some(ws)) => h.run_with_workspace(stream, &xr, &prepared_x3, Some(&bias), SCALE, &mut o, &mut ws.as_view_mut()),
+                    (Variant::FusedTf32x3, Some(ws)) => h.run_with_workspace(
+                        stream,
+                        &xr,
+                        &prepared_x3,
+                        Some(&bias),
+                        SCALE,
+                        &mut o,
+                        &mut ws.as_view_mut(),
+                    ),
                     (Variant::FusedTf32x3, None) => h.run(stream, &xr, &prepared_x3, Some(&bias), SCALE, &mut o),
-                    (_, Some(ws)) => h.run_with_workspace(stream, &xr, &wr, Some(&bias), SCALE, &mut o, &mut ws.as_view_mut()),
+                    (_, Some(ws)) => {
+                        h.run_with_workspace(stream, &xr, &wr, Some(&bias), SCALE, &mut o, &mut ws.as_view_mut())
+                    }
                     (_, None) => h.run(stream, &xr, &wr, Some(&bias), SCALE, &mut o),
                 };
                 if let Ok(Some(p)) = plan {
@@ -372,7 +403,9 @@ impl<'g> Case<'g> {
         let mut out = MatrixMut::from_slice(&mut self.out, m, n);
         match v {
             Variant::Fused => match &mut self.workspace {
-                Some(ws) => self.gemm.run_with_workspace(&self.stream, &x, &w, Some(&b), SCALE, &mut out, &mut ws.as_view_mut()),
+                Some(ws) => {
+                    self.gemm.run_with_workspace(&self.stream, &x, &w, Some(&b), SCALE, &mut out, &mut ws.as_view_mut())
+                }
                 None => self.gemm.run(&self.stream, &x, &w, Some(&b), SCALE, &mut out),
             }
             .map(|_| ())
@@ -385,11 +418,33 @@ impl<'g> Case<'g> {
                     _ => self.gemm,
                 };
                 let r = match (v, slot) {
-                    (Variant::FusedPrepared, Some(ws)) => h.run_with_workspace(&self.stream, &x, &self.prepared, Some(&b), SCALE, &mut out, &mut ws.as_view_mut()),
-                    (Variant::FusedPrepared, None) => h.run(&self.stream, &x, &self.prepared, Some(&b), SCALE, &mut out),
-                    (Variant::FusedTf32x3, Some(ws)) => h.run_with_workspace(&self.stream, &x, &self.prepared_x3, Some(&b), SCALE, &mut out, &mut ws.as_view_mut()),
-                    (Variant::FusedTf32x3, None) => h.run(&self.stream, &x, &self.prepared_x3, Some(&b), SCALE, &mut out),
-                    (_, Some(ws)) => h.run_with_workspace(&self.stream, &x, &w, Some(&b), SCALE, &mut out, &mut ws.as_view_mut()),
+                    (Variant::FusedPrepared, Some(ws)) => h.run_with_workspace(
+                        &self.stream,
+                        &x,
+                        &self.prepared,
+                        Some(&b),
+                        SCALE,
+                        &mut out,
+                        &mut ws.as_view_mut(),
+                    ),
+                    (Variant::FusedPrepared, None) => {
+                        h.run(&self.stream, &x, &self.prepared, Some(&b), SCALE, &mut out)
+                    }
+                    (Variant::FusedTf32x3, Some(ws)) => h.run_with_workspace(
+                        &self.stream,
+                        &x,
+                        &self.prepared_x3,
+                        Some(&b),
+                        SCALE,
+                        &mut out,
+                        &mut ws.as_view_mut(),
+                    ),
+                    (Variant::FusedTf32x3, None) => {
+                        h.run(&self.stream, &x, &self.prepared_x3, Some(&b), SCALE, &mut out)
+                    }
+                    (_, Some(ws)) => {
+                        h.run_with_workspace(&self.stream, &x, &w, Some(&b), SCALE, &mut out, &mut ws.as_view_mut())
+                    }
                     (_, None) => h.run(&self.stream, &x, &w, Some(&b), SCALE, &mut out),
                 };
                 r.map(|_| ()).map_err(Into::into)
@@ -406,7 +461,15 @@ impl<'g> Case<'g> {
                 let forced = self.gemm.with_dispatch(Dispatch::Force(kernel));
                 let slot = self.variants.iter().position(|u| *u == v).and_then(|i| self.forced_workspace[i].as_mut());
                 match slot {
-                    Some(ws) => forced.run_with_workspace(&self.stream, &x, &w, Some(&b), SCALE, &mut out, &mut ws.as_view_mut()),
+                    Some(ws) => forced.run_with_workspace(
+                        &self.stream,
+                        &x,
+                        &w,
+                        Some(&b),
+                        SCALE,
+                        &mut out,
+                        &mut ws.as_view_mut(),
+                    ),
                     None => forced.run(&self.stream, &x, &w, Some(&b), SCALE, &mut out),
                 }
                 .map(|_| ())
@@ -494,15 +557,29 @@ impl<'g> Case<'g> {
 fn interleaved(case: &mut Case<'_>, rounds: usize, sample_ms: f64) -> (Vec<Option<f64>>, u64) {
     let (ctx, stream, variants) = (case.ctx.clone(), case.stream.clone(), case.variants.clone());
     let unavailable: Vec<bool> = variants.iter().map(|&v| !case.available(v)).collect();
-    let t = timing::interleaved_samples(&ctx, &stream, variants.len(), |i| unavailable[i], rounds, 0.0, sample_ms, |i| {
-        case.launch(variants[i])
-    })
+    let t = timing::interleaved_samples(
+        &ctx,
+        &stream,
+        variants.len(),
+        |i| unavailable[i],
+        rounds,
+        0.0,
+        sample_ms,
+        |i| case.launch(variants[i]),
+    )
     .unwrap_or_else(|e| panic!("interleaved timing: {e}"));
     println!("[{}x{}x{}] interleaved: {rounds} rounds × {} calls per sample", case.m, case.n, case.k, t.batch);
     (t.median_ms, t.batch)
 }
 
-fn table(case: &Case<'_>, medians: &[Option<f64>], errors: &[Option<(f64, f64, f64)>], kernel: &str, rounds: usize, sustained: Option<u64>) -> String {
+fn table(
+    case: &Case<'_>,
+    medians: &[Option<f64>],
+    errors: &[Option<(f64, f64, f64)>],
+    kernel: &str,
+    rounds: usize,
+    sustained: Option<u64>,
+) -> String {
     let flop = case.flop();
     let ours = medians[0];
     let mut s = String::new();
@@ -511,7 +588,8 @@ fn table(case: &Case<'_>, medians: &[Option<f64>], errors: &[Option<(f64, f64, f
         None => format!("{rounds} interleaved rounds"),
     };
     let _ = writeln!(s, "\n### {}×{}×{} (M×N×K), s = {SCALE}; fused runs `{kernel}`; {how}\n", case.m, case.n, case.k);
-    let _ = writeln!(s, "| variant | median ms | TFLOP/s | ours / this (time) | ‖e‖/‖ref‖ vs f64 | mean e / mean |ref| |");
+    let _ =
+        writeln!(s, "| variant | median ms | TFLOP/s | ours / this (time) | ‖e‖/‖ref‖ vs f64 | mean e / mean |ref| |");
     let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|");
     for (i, v) in case.variants.iter().enumerate() {
         let err = errors[i].map_or("–".to_string(), |(rel, bias, _)| format!("{rel:.2e} | {bias:+.1e}"));
@@ -519,7 +597,8 @@ fn table(case: &Case<'_>, medians: &[Option<f64>], errors: &[Option<(f64, f64, f
         match medians[i] {
             Some(ms) => {
                 let ratio = ours.map_or("n/a".to_string(), |o| format!("{:.3}", o / ms));
-                let _ = writeln!(s, "| {} | {:.4} | {:.1} | {} | {err} |", v.label(), ms, flop / (ms * 1e-3) / 1e12, ratio);
+                let _ =
+                    writeln!(s, "| {} | {:.4} | {:.1} | {} | {err} |", v.label(), ms, flop / (ms * 1e-3) / 1e12, ratio);
             }
             None => {
                 let _ = writeln!(s, "| {} | n/a | n/a | n/a | {err} |", v.label());
@@ -530,7 +609,13 @@ fn table(case: &Case<'_>, medians: &[Option<f64>], errors: &[Option<(f64, f64, f
         (Some(o), Some(t)) => format!("{:.3}", o / t),
         _ => "n/a".into(),
     };
-    let _ = writeln!(s, "\nours/cublas+elementwise = {}, ours/cublas-alone = {}, ours/cublasLt = {} (< 1: ours is faster)", r(1), r(3), r(2));
+    let _ = writeln!(
+        s,
+        "\nours/cublas+elementwise = {}, ours/cublas-alone = {}, ours/cublasLt = {} (< 1: ours is faster)",
+        r(1),
+        r(3),
+        r(2)
+    );
     // The FP32-accurate rows, against each other: times and the largest error on the samples.
     let at = |v: Variant| case.variants.iter().position(|u| *u == v);
     if let (Some(x3), Some(fp32)) = (at(Variant::FusedTf32x3), at(Variant::CublasFp32)) {
@@ -573,7 +658,6 @@ fn selected(args: &common::args::Args, group: &str) -> bool {
 
 // ---------------------------------------------------------------------------------------------
 
-
 fn main() {
     let args = common::args::parse();
     if args.list {
@@ -594,7 +678,8 @@ fn main() {
     let lt = CublasLtLinear::new(&gemm, stream.clone()).expect("cuBLASLt handle");
     println!("device: {device}");
     let rounds = std::env::var("GEMM_EPILOGUE_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(30usize).max(1);
-    let sustained_rounds = std::env::var("GEMM_EPILOGUE_SUSTAINED_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(10usize);
+    let sustained_rounds =
+        std::env::var("GEMM_EPILOGUE_SUSTAINED_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(10usize);
     let mut soak_s: f64 = std::env::var("GEMM_EPILOGUE_SOAK_S").ok().and_then(|v| v.parse().ok()).unwrap_or(15.0);
 
     let mut c = Criterion::default()

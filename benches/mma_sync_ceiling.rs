@@ -48,7 +48,10 @@ fn ptx() -> String {
     for _ in 0..UNROLL {
         for c in 0..CHAINS {
             let d = format!("{{%d{}, %d{}, %d{}, %d{}}}", 4 * c, 4 * c + 1, 4 * c + 2, 4 * c + 3);
-            let _ = writeln!(s, "  mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {d}, {{%a0, %a1, %a2, %a3}}, {{%b0, %b1}}, {d};");
+            let _ = writeln!(
+                s,
+                "  mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {d}, {{%a0, %a1, %a2, %a3}}, {{%b0, %b1}}, {d};"
+            );
         }
     }
     let _ = writeln!(s, "  add.u32 %i, %i, 1;\n  setp.lt.u32 %p, %i, %n;\n  @%p bra LOOP;");
@@ -61,7 +64,6 @@ fn ptx() -> String {
     let _ = writeln!(s, "  add.u64 %o, %o, %off;\n  st.global.f32 [%o], %f3;\n  ret;\n}}");
     s
 }
-
 
 fn main() {
     if std::env::args().any(|a| a == "--print-ptx") {
@@ -122,6 +124,10 @@ fn main() {
         ms.sort_by(|a, b| a.total_cmp(b));
         let median = ms[ms.len() / 2];
         let flop = grid as f64 * WARPS_PER_BLOCK as f64 * iters as f64 * (CHAINS * UNROLL) as f64 * FLOP_PER_MMA;
-        println!("| {blocks_per_sm} | {} | {iters} | {median:.3} | {:.1} |", blocks_per_sm * WARPS_PER_BLOCK, flop / (median * 1e-3) / 1e12);
+        println!(
+            "| {blocks_per_sm} | {} | {iters} | {median:.3} | {:.1} |",
+            blocks_per_sm * WARPS_PER_BLOCK,
+            flop / (median * 1e-3) / 1e12
+        );
     }
 }

@@ -47,7 +47,10 @@ enum Variant {
     /// Device 0's shard alone, on device 0: what each device does in `Sharded`, without the other.
     OneShard,
     Sharded,
-    Gathered { chunks: usize, comm_sms: u32 },
+    Gathered {
+        chunks: usize,
+        comm_sms: u32,
+    },
 }
 
 /// The gathered variants: (chunks, SMs left free); `GEMM_EPILOGUE_SHARDED_GATHERED` =
@@ -56,7 +59,9 @@ const GATHERED: [(usize, u32); 7] = [(1, 24), (4, 24), (8, 24), (16, 24), (8, 0)
 
 fn gathered() -> Vec<(usize, u32)> {
     let parse = |v: String| -> Option<Vec<(usize, u32)>> {
-        v.split(',').map(|p| p.split_once(':').and_then(|(c, r)| Some((c.trim().parse().ok()?, r.trim().parse().ok()?)))).collect()
+        v.split(',')
+            .map(|p| p.split_once(':').and_then(|(c, r)| Some((c.trim().parse().ok()?, r.trim().parse().ok()?))))
+            .collect()
     };
     std::env::var("GEMM_EPILOGUE_SHARDED_GATHERED").ok().and_then(parse).unwrap_or_else(|| GATHERED.to_vec())
 }
@@ -97,9 +102,12 @@ impl Setup {
     fn new(streams: &[Arc<CudaStream>], s: &Shape) -> Self {
         let s0 = &streams[0];
         let gemm = FusedGemm::new(s0.context()).expect("kernels");
-        let one = Linear::new(gemm, s0.clone_htod(&s.w).expect("w"), Some(s0.clone_htod(&s.b).expect("b")), s.k, s.n, SCALE).expect("Linear");
+        let one =
+            Linear::new(gemm, s0.clone_htod(&s.w).expect("w"), Some(s0.clone_htod(&s.b).expect("b")), s.k, s.n, SCALE)
+                .expect("Linear");
         let x0 = s0.clone_htod(&s.x).expect("x");
-        let two = ShardedLinear::from_host(streams, Precision::Tf32, &s.w, Some(&s.b), s.k, s.n, SCALE).expect("ShardedLinear");
+        let two = ShardedLinear::from_host(streams, Precision::Tf32, &s.w, Some(&s.b), s.k, s.n, SCALE)
+            .expect("ShardedLinear");
         let cols = two.columns(0).expect("shard 0");
         let one_shard = Linear::new(
             FusedGemm::new(s0.context()).expect("kernels"),
@@ -159,7 +167,9 @@ impl Output {
                 let hosts: Vec<Option<Vec<f32>>> = parts.iter().map(|p| p.as_ref().map(dl)).collect();
                 at.iter()
                     .map(|&(r, c)| {
-                        let g = (0..two.devices()).find(|&g| two.columns(g).is_some_and(|cols| cols.contains(&c))).expect("owner");
+                        let g = (0..two.devices())
+                            .find(|&g| two.columns(g).is_some_and(|cols| cols.contains(&c)))
+                            .expect("owner");
                         let cols = two.columns(g).expect("cols");
                         hosts[g].as_ref().expect("shard")[r * cols.len() + (c - cols.start)]
                     })
@@ -198,7 +208,7 @@ fn main() {
     for &&(_, m, n, k) in &selected {
         let a = 1.0 / (k as f32).sqrt();
         let fill = |len: usize, rng: &mut SplitMix64, amp: f32| (0..len).map(|_| rng.sym(amp)).collect::<Vec<f32>>();
-        let shape = Shape { n, k, x: fill(m * k, &mut rng, 1.0), w: fill(n * k, &mut rng, a), b: fill(n, &mut rng, a), };
+        let shape = Shape { n, k, x: fill(m * k, &mut rng, 1.0), w: fill(n * k, &mut rng, a), b: fill(n, &mut rng, a) };
         let mut setup = Setup::new(&streams, &shape);
         let mut variants = vec![Variant::One, Variant::OneShard, Variant::Sharded];
         variants.extend(gathered().into_iter().map(|(chunks, comm_sms)| Variant::Gathered { chunks, comm_sms }));
@@ -256,11 +266,21 @@ fn main() {
             let speedup = medians[0] / medians[i];
             let (eff, flops) = match v {
                 Variant::One => ("–".to_string(), flops),
-                Variant::OneShard => ("–".to_string(), flops * setup.two.columns(0).expect("shard").len() as f64 / n as f64),
+                Variant::OneShard => {
+                    ("–".to_string(), flops * setup.two.columns(0).expect("shard").len() as f64 / n as f64)
+                }
                 _ => (format!("{:.3}", speedup / 2.0), flops),
             };
             let err = |e: f64| if e.is_nan() { "–".to_string() } else { format!("{e:.2e}") };
-            report += &format!("| {} | {:.4} | {:.1} | {:.3} | {eff} | {} | {} |\n", v.name(&setup.two), medians[i], flops / medians[i] / 1e9, speedup, err(errors[i].0), err(errors[i].1));
+            report += &format!(
+                "| {} | {:.4} | {:.1} | {:.3} | {eff} | {} | {} |\n",
+                v.name(&setup.two),
+                medians[i],
+                flops / medians[i] / 1e9,
+                speedup,
+                err(errors[i].0),
+                err(errors[i].1)
+            );
         }
         println!("{report}");
     }

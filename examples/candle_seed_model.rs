@@ -55,7 +55,16 @@ struct Opts {
 }
 
 fn parse(args: &[String]) -> Result<Option<Opts>, String> {
-    let mut o = Opts { m: 16384, k: 4096, n: 4096, scale: 0.5, reps: 20, seed: None, candle_fp32: false, precision: Precision::Tf32 };
+    let mut o = Opts {
+        m: 16384,
+        k: 4096,
+        n: 4096,
+        scale: 0.5,
+        reps: 20,
+        seed: None,
+        candle_fp32: false,
+        precision: Precision::Tf32,
+    };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let mut value = || it.next().cloned().ok_or(format!("{flag} needs a value"));
@@ -137,7 +146,8 @@ fn run(o: &Opts) -> candle_core::Result<bool> {
     let dev = Device::new_cuda(0)?;
     let cuda = dev.as_cuda_device()?;
     candle_core::cuda_backend::set_gemm_reduced_precision_f32(!o.candle_fp32);
-    let seed = o.seed.unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64));
+    let seed =
+        o.seed.unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64));
     let mut rng = Rng::new(seed);
     // The distributions of the crate's tests: x ~ U(0,1), W, b ~ U(-1/√K, 1/√K).
     let a = 1.0 / (o.k as f32).sqrt();
@@ -145,7 +155,10 @@ fn run(o: &Opts) -> candle_core::Result<bool> {
     let w_host: Vec<f32> = (0..o.n * o.k).map(|_| rng.sym(a)).collect();
     let b_host: Vec<f32> = (0..o.n).map(|_| rng.sym(a)).collect();
     let x = Tensor::from_slice(&x_host, (o.m, o.k), &dev)?;
-    let linear = candle_nn::Linear::new(Tensor::from_slice(&w_host, (o.n, o.k), &dev)?, Some(Tensor::from_slice(&b_host, o.n, &dev)?));
+    let linear = candle_nn::Linear::new(
+        Tensor::from_slice(&w_host, (o.n, o.k), &dev)?,
+        Some(Tensor::from_slice(&b_host, o.n, &dev)?),
+    );
     let s = o.scale as f64;
     let candle_seed = |copy: bool| -> candle_core::Result<Tensor> {
         let y = linear.forward(&x)?;
@@ -176,25 +189,40 @@ fn run(o: &Opts) -> candle_core::Result<bool> {
     // Timing, interleaved on candle's stream; outputs are dropped (freed stream-ordered).
     let stream = cuda.cuda_stream();
     let mut failure: Option<candle_core::Error> = None;
-    let timing = timing::interleaved(stream.context(), &stream, 3, |_| false, o.reps, 100.0, |i| {
-        let r = match i {
-            0 => fused.forward(&x).map(drop),
-            1 => candle_seed(false).map(drop),
-            _ => candle_seed(true).map(drop),
-        };
-        if let Err(e) = r {
-            failure.get_or_insert(e);
-        }
-        Ok(())
-    })
+    let timing = timing::interleaved(
+        stream.context(),
+        &stream,
+        3,
+        |_| false,
+        o.reps,
+        100.0,
+        |i| {
+            let r = match i {
+                0 => fused.forward(&x).map(drop),
+                1 => candle_seed(false).map(drop),
+                _ => candle_seed(true).map(drop),
+            };
+            if let Err(e) = r {
+                failure.get_or_insert(e);
+            }
+            Ok(())
+        },
+    )
     .map_err(|e| candle_core::Error::Msg(format!("timing: {e}")))?;
     if let Some(e) = failure {
         return Err(e);
     }
 
-    let candle_mode = if o.candle_fp32 { "full FP32 (candle's default)" } else { "TF32, rounded (set_gemm_reduced_precision_f32(true))" };
+    let candle_mode = if o.candle_fp32 {
+        "full FP32 (candle's default)"
+    } else {
+        "TF32, rounded (set_gemm_reduced_precision_f32(true))"
+    };
     println!("seed model M={} K={} N={} s={} seed={seed}", o.m, o.k, o.n, o.scale);
-    println!("candle matmul: {candle_mode}; ours: {:?}; {} rounds of {} calls per sample", o.precision, timing.rounds, timing.batch);
+    println!(
+        "candle matmul: {candle_mode}; ours: {:?}; {} rounds of {} calls per sample",
+        o.precision, timing.rounds, timing.batch
+    );
     let t = |i: usize| timing.median_ms[i].unwrap_or(f64::NAN);
     let base = t(2);
     println!("| variant | ms | / candle Linear + copy + mul + add | ‖e‖/‖ref‖ vs f64 | max |e|/magnitude |");
@@ -205,7 +233,9 @@ fn run(o: &Opts) -> candle_core::Result<bool> {
         ("candle Linear + copy + mul + add (seed model)", t(2), Some(&acc_theirs)),
     ];
     for (label, ms, acc) in rows {
-        let (norm, max_rel) = acc.map_or(("same as below".to_string(), String::new()), |a| (format!("{:.3e}", a.norm), format!("{:.3e}", a.max_rel)));
+        let (norm, max_rel) = acc.map_or(("same as below".to_string(), String::new()), |a| {
+            (format!("{:.3e}", a.norm), format!("{:.3e}", a.max_rel))
+        });
         println!("| {label} | {ms:.4} | {:.3}× | {norm} | {max_rel} |", ms / base);
     }
     println!(

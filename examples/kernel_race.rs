@@ -19,9 +19,9 @@
 use std::num::NonZeroU32;
 use std::process::ExitCode;
 
+use gemm_epilogue::cudarc::driver::CudaSlice;
 use gemm_epilogue::testbed::reference::{self, HostMatrix, SplitMix64 as Rng};
 use gemm_epilogue::testbed::{self, timing};
-use gemm_epilogue::cudarc::driver::CudaSlice;
 use gemm_epilogue::{cuda_context, Dispatch, FusedGemm, Kernel, MatrixMut, MatrixRef, PreparedWeight};
 
 fn main() -> ExitCode {
@@ -37,7 +37,8 @@ fn main() -> ExitCode {
             _ => None,
         })
         .collect();
-    let kernels: Option<Vec<Kernel>> = names.iter().map(|n| Kernel::ALL.into_iter().find(|k| format!("{k:?}") == *n)).collect();
+    let kernels: Option<Vec<Kernel>> =
+        names.iter().map(|n| Kernel::ALL.into_iter().find(|k| format!("{k:?}") == *n)).collect();
     let limits: Option<Vec<u32>> = match std::env::var("GEMM_EPILOGUE_SM_LIMITS") {
         Ok(v) => v.split(',').map(|l| l.trim().parse().ok()).collect(),
         Err(_) => Some(vec![0]),
@@ -56,14 +57,20 @@ fn main() -> ExitCode {
         Ok("both") => Some(&[true, false]),
         Ok(_) => None,
     };
-    let (Some(shapes), Some(kernels), Some(limits), Some(sample_ms), Some(rounds), Some(workspaces)) = (shapes, kernels, limits, sample_ms, rounds, workspaces) else {
+    let (Some(shapes), Some(kernels), Some(limits), Some(sample_ms), Some(rounds), Some(workspaces)) =
+        (shapes, kernels, limits, sample_ms, rounds, workspaces)
+    else {
         eprintln!("bad shape, kernel name, GEMM_EPILOGUE_SM_LIMITS, GEMM_EPILOGUE_SAMPLE_MS, GEMM_EPILOGUE_RACE_ROUNDS or GEMM_EPILOGUE_RACE_WORKSPACE");
         return ExitCode::from(2);
     };
     let timing = Samples { ms: sample_ms, rounds };
     let kernels: Vec<Racer> = kernels
         .iter()
-        .flat_map(|&kernel| limits.iter().flat_map(move |&limit| workspaces.iter().map(move |&workspace| Racer { kernel, limit, workspace })))
+        .flat_map(|&kernel| {
+            limits
+                .iter()
+                .flat_map(move |&limit| workspaces.iter().map(move |&workspace| Racer { kernel, limit, workspace }))
+        })
         .collect();
     let ctx = match cuda_context(0) {
         Ok(c) => c,
@@ -100,10 +107,18 @@ struct Samples {
     rounds: usize,
 }
 
-fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes: &[(usize, usize, usize)], kernels: &[Racer], timing: Samples) -> testbed::Result<()> {
+fn race(
+    ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>,
+    shapes: &[(usize, usize, usize)],
+    kernels: &[Racer],
+    timing: Samples,
+) -> testbed::Result<()> {
     let stream = ctx.default_stream();
     let base = FusedGemm::new(ctx)?;
-    println!("Interleaved, {} rounds of one sample per kernel, each sample at least {} ms of back-to-back calls; medians.\n", timing.rounds, timing.ms);
+    println!(
+        "Interleaved, {} rounds of one sample per kernel, each sample at least {} ms of back-to-back calls; medians.\n",
+        timing.rounds, timing.ms
+    );
     println!("| M×N×K | kernel | SM limit | precision | grid, stream-K | median ms | / first | ‖e‖/‖ref‖ vs f64 |\n|---|---|---:|---|---|---:|---:|---:|");
     let all = kernels;
     for &(m, n, k) in shapes {
@@ -117,36 +132,63 @@ fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes
         let (xr, wr) = (MatrixRef::from_slice(&x, m, k), MatrixRef::from_slice(&w, n, k));
         // A kernel that holds all of X in one tile sits out the shapes with more rows (its row
         // says so), so that one race can span M.
-        let kernels: Vec<Racer> = kernels.iter().copied().filter(|r| r.kernel.max_m().is_none_or(|rows| m <= rows as usize)).collect();
+        let kernels: Vec<Racer> =
+            kernels.iter().copied().filter(|r| r.kernel.max_m().is_none_or(|rows| m <= rows as usize)).collect();
         // Each row's handle, its prepared weight and its workspace (stream-K; None: run without), made once.
         let mut setups = Vec::new();
         for r in &kernels {
-            let gemm = base.with_precision(r.kernel.precision()).with_dispatch(Dispatch::Force(r.kernel)).with_sm_limit(NonZeroU32::new(r.limit));
+            let gemm = base
+                .with_precision(r.kernel.precision())
+                .with_dispatch(Dispatch::Force(r.kernel))
+                .with_sm_limit(NonZeroU32::new(r.limit));
             let pw = gemm.prepare_weight(&stream, &wr)?;
-            let ws = if r.workspace { Some(stream.alloc_zeros::<f32>(gemm.workspace_len(&stream, &xr, &pw)?.max(1))?) } else { None };
+            let ws = if r.workspace {
+                Some(stream.alloc_zeros::<f32>(gemm.workspace_len(&stream, &xr, &pw)?.max(1))?)
+            } else {
+                None
+            };
             setups.push((gemm, pw, ws, None));
         }
         // One call of a row: with its workspace, or through `run` without one.
-        let call = |gemm: &FusedGemm, pw: &PreparedWeight, ws: &mut Option<CudaSlice<f32>>, o: &mut MatrixMut<'_>| match ws {
-            Some(ws) => gemm.run_with_workspace(&stream, &xr, pw, Some(&b.as_view()), 0.5, o, &mut ws.as_view_mut()),
-            None => gemm.run(&stream, &xr, pw, Some(&b.as_view()), 0.5, o),
-        };
-        let t = timing::interleaved_samples(ctx, &stream, setups.len(), |_| false, timing.rounds, 20.0, timing.ms, |i| {
-            let (gemm, pw, ws, plan) = &mut setups[i];
-            *plan = call(gemm, pw, ws, &mut MatrixMut::from_slice(&mut out, m, n))?;
-            Ok(())
-        })?;
+        let call =
+            |gemm: &FusedGemm, pw: &PreparedWeight, ws: &mut Option<CudaSlice<f32>>, o: &mut MatrixMut<'_>| match ws {
+                Some(ws) => {
+                    gemm.run_with_workspace(&stream, &xr, pw, Some(&b.as_view()), 0.5, o, &mut ws.as_view_mut())
+                }
+                None => gemm.run(&stream, &xr, pw, Some(&b.as_view()), 0.5, o),
+            };
+        let t = timing::interleaved_samples(
+            ctx,
+            &stream,
+            setups.len(),
+            |_| false,
+            timing.rounds,
+            20.0,
+            timing.ms,
+            |i| {
+                let (gemm, pw, ws, plan) = &mut setups[i];
+                *plan = call(gemm, pw, ws, &mut MatrixMut::from_slice(&mut out, m, n))?;
+                Ok(())
+            },
+        )?;
         // Each kernel's error against the f64 reference, on a fresh call into a poisoned (NaN) output.
         let (xm, wm) = (HostMatrix::new(&hx, m, k), HostMatrix::new(&hw, n, k));
         let rows: Vec<usize> = (0..CHECK_ROWS.min(m)).map(|_| rng.below(m)).collect();
         let cols: Vec<usize> = (0..CHECK_COLS.min(n)).map(|_| rng.below(n)).collect();
-        let want: Vec<f64> = rows.iter().flat_map(|&r| cols.iter().map(move |&c| (r, c))).map(|(r, c)| reference::element(xm, wm, Some(&hb), 0.5, r, c).value).collect();
+        let want: Vec<f64> = rows
+            .iter()
+            .flat_map(|&r| cols.iter().map(move |&c| (r, c)))
+            .map(|(r, c)| reference::element(xm, wm, Some(&hb), 0.5, r, c).value)
+            .collect();
         let (poison, mut errors) = (vec![f32::NAN; m * n], Vec::new());
         for (gemm, pw, ws, _) in &mut setups {
             stream.memcpy_htod(&poison, &mut out)?;
             call(gemm, pw, ws, &mut MatrixMut::from_slice(&mut out, m, n))?;
-            let got: Vec<Vec<f32>> = rows.iter().map(|&r| stream.clone_dtoh(&out.slice(r * n..(r + 1) * n))).collect::<Result<_, _>>()?;
-            errors.push(reference::relative_error(got.iter().flat_map(|row| cols.iter().map(move |&c| row[c])).zip(want.iter().copied())));
+            let got: Vec<Vec<f32>> =
+                rows.iter().map(|&r| stream.clone_dtoh(&out.slice(r * n..(r + 1) * n))).collect::<Result<_, _>>()?;
+            errors.push(reference::relative_error(
+                got.iter().flat_map(|row| cols.iter().map(move |&c| row[c])).zip(want.iter().copied()),
+            ));
         }
         let first = t.median_ms[0];
         for (i, &Racer { kernel, limit, workspace }) in kernels.iter().enumerate() {
@@ -157,14 +199,29 @@ fn race(ctx: &std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, shapes
             };
             let limit = if limit == 0 { "–".to_string() } else { limit.to_string() };
             let without = if workspace { "" } else { ", no workspace" };
-            let plan = setups[i].3.map_or("–".into(), |p| format!("{}, {} tiles over {} CTAs{without}", p.grid, p.stream_k_tiles, p.stream_k_ctas));
-            println!("| {m}×{n}×{k} | {kernel:?} | {limit} | {:?} | {plan} | {} | {ratio} | {:.2e} |", kernel.precision(), ms.map_or("n/a".into(), |v| format!("{v:.5}")), errors[i]);
+            let plan = setups[i].3.map_or("–".into(), |p| {
+                format!("{}, {} tiles over {} CTAs{without}", p.grid, p.stream_k_tiles, p.stream_k_ctas)
+            });
+            println!(
+                "| {m}×{n}×{k} | {kernel:?} | {limit} | {:?} | {plan} | {} | {ratio} | {:.2e} |",
+                kernel.precision(),
+                ms.map_or("n/a".into(), |v| format!("{v:.5}")),
+                errors[i]
+            );
         }
         // One row per kernel sitting out, not one per SM limit and workspace (racers come grouped by kernel).
-        let mut sitting_out: Vec<Kernel> = all.iter().map(|r| r.kernel).filter(|kernel| kernel.max_m().is_some_and(|rows| m > rows as usize)).collect();
+        let mut sitting_out: Vec<Kernel> = all
+            .iter()
+            .map(|r| r.kernel)
+            .filter(|kernel| kernel.max_m().is_some_and(|rows| m > rows as usize))
+            .collect();
         sitting_out.dedup();
         for kernel in sitting_out {
-            println!("| {m}×{n}×{k} | {kernel:?} | – | {:?} | not run: M > its {} rows | – | – | – |", kernel.precision(), kernel.max_m().unwrap_or(0));
+            println!(
+                "| {m}×{n}×{k} | {kernel:?} | – | {:?} | not run: M > its {} rows | – | – | – |",
+                kernel.precision(),
+                kernel.max_m().unwrap_or(0)
+            );
         }
     }
     Ok(())

@@ -69,10 +69,21 @@ enum Parsed {
 }
 
 fn parse(args: &[String]) -> Parsed {
-    let mut o = Opts { m: 16384, n: 4096, k: 4096, scale: 0.5, reps: 30, sample_ms: 0.5, bias: true, seed: None, precision: Precision::Tf32 };
+    let mut o = Opts {
+        m: 16384,
+        n: 4096,
+        k: 4096,
+        scale: 0.5,
+        reps: 30,
+        sample_ms: 0.5,
+        bias: true,
+        seed: None,
+        precision: Precision::Tf32,
+    };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
-        let mut value = |name: &str| -> Result<String, String> { it.next().cloned().ok_or(format!("{name} needs a value")) };
+        let mut value =
+            |name: &str| -> Result<String, String> { it.next().cloned().ok_or(format!("{name} needs a value")) };
         let result: Result<(), String> = (|| {
             match flag.as_str() {
                 "--help" | "-h" => return Err("help".into()),
@@ -123,7 +134,6 @@ fn parse(args: &[String]) -> Parsed {
     Parsed::Run(o)
 }
 
-
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Variant {
     Ours,
@@ -172,7 +182,9 @@ impl Job {
         let mut out = MatrixMut::from_slice(&mut self.outs[v.index()], m, n);
         match v {
             Variant::Ours => match &mut self.workspace {
-                Some(ws) => self.gemm.run_with_workspace(&self.stream, &x, &w, b.as_ref(), s, &mut out, &mut ws.as_view_mut()),
+                Some(ws) => {
+                    self.gemm.run_with_workspace(&self.stream, &x, &w, b.as_ref(), s, &mut out, &mut ws.as_view_mut())
+                }
                 None => self.gemm.run(&self.stream, &x, &w, b.as_ref(), s, &mut out),
             }
             .map_err(Into::into),
@@ -181,12 +193,16 @@ impl Job {
                 self.blas.gemm_as(CublasCompute::Fp32, &x, &w, &mut out)?;
                 self.blas.elementwise(b.as_ref(), s, &mut out).map(|_| None)
             }
-            Variant::CublasElementwise => self.blas.linear_scale_residual(&x, &w, b.as_ref(), s, &mut out).map(|_| None),
+            Variant::CublasElementwise => {
+                self.blas.linear_scale_residual(&x, &w, b.as_ref(), s, &mut out).map(|_| None)
+            }
             Variant::CublasLt => match &self.lt_plan {
                 Some(plan) => self.lt.run(plan, &x, &w, &mut out).map(|_| None),
                 None => Ok(None),
             },
-            Variant::CublasGemm if self.o.precision == Precision::Tf32x3 => self.blas.gemm_as(CublasCompute::Fp32, &x, &w, &mut out).map(|_| None),
+            Variant::CublasGemm if self.o.precision == Precision::Tf32x3 => {
+                self.blas.gemm_as(CublasCompute::Fp32, &x, &w, &mut out).map(|_| None)
+            }
             Variant::CublasGemm => self.blas.gemm(&x, &w, &mut out).map(|_| None),
         }
     }
@@ -230,7 +246,12 @@ fn spot_check(out: &[f32], n: usize, refs: &[((usize, usize), reference::RefElem
         max_abs = max_abs.max(err);
         worst = worst.max(if re.magnitude > 0.0 { err / re.magnitude } else { err });
     }
-    SpotError { normalised: num.sqrt() / den.sqrt().max(f64::MIN_POSITIVE), max_rel_to_magnitude: worst, max_abs, non_finite }
+    SpotError {
+        normalised: num.sqrt() / den.sqrt().max(f64::MIN_POSITIVE),
+        max_rel_to_magnitude: worst,
+        max_abs,
+        non_finite,
+    }
 }
 
 fn main() -> ExitCode {
@@ -282,12 +303,21 @@ fn run(o: Opts, ctx: Arc<CudaContext>) -> testbed::Result<ExitCode> {
     println!(
         "precision: ours {:?}; cuBLAS {}",
         o.precision,
-        if o.precision == Precision::Tf32x3 { "COMPUTE_32F (FP32) for the GEMM rows, cuBLASLt TF32" } else { "TF32 (COMPUTE_32F_FAST_TF32)" }
+        if o.precision == Precision::Tf32x3 {
+            "COMPUTE_32F (FP32) for the GEMM rows, cuBLASLt TF32"
+        } else {
+            "TF32 (COMPUTE_32F_FAST_TF32)"
+        }
     );
     let flop = 2.0 * m as f64 * n as f64 * k as f64;
-    println!("problem: x {m}×{k}, w {n}×{k}, b {}, s = {s}: {:.3} TFLOP", if o.bias { n.to_string() } else { "none".into() }, flop / 1e12);
+    println!(
+        "problem: x {m}×{k}, w {n}×{k}, b {}, s = {s}: {:.3} TFLOP",
+        if o.bias { n.to_string() } else { "none".into() },
+        flop / 1e12
+    );
 
-    let seed = o.seed.unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map_or(0x5eed, |d| d.as_nanos() as u64));
+    let seed =
+        o.seed.unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map_or(0x5eed, |d| d.as_nanos() as u64));
     println!("seed: {seed} (x ~ U(0,1), w, b ~ U(−1/√K, 1/√K))");
     let mut rng = Rng::new(seed);
     let a = 1.0 / (k as f32).sqrt();
@@ -302,9 +332,11 @@ fn run(o: Opts, ctx: Arc<CudaContext>) -> testbed::Result<ExitCode> {
     let outs = (0..4).map(|_| stream.alloc_zeros::<f32>(m * n)).collect::<Result<Vec<_>, _>>()?;
     let blas = CublasBaseline::new(&gemm, stream.clone())?;
     let lt = CublasLtLinear::new(&gemm, stream.clone())?;
-    let workspace_len = gemm.workspace_len(&stream, &MatrixRef::from_slice(&x, m, k), &MatrixRef::from_slice(&w, n, k))?;
+    let workspace_len =
+        gemm.workspace_len(&stream, &MatrixRef::from_slice(&x, m, k), &MatrixRef::from_slice(&w, n, k))?;
     let workspace = if workspace_len > 0 { Some(stream.alloc_zeros::<f32>(workspace_len)?) } else { None };
-    let mut job = Job { o, ctx: ctx.clone(), stream: stream.clone(), gemm, blas, lt, lt_plan: None, x, w, b, outs, workspace };
+    let mut job =
+        Job { o, ctx: ctx.clone(), stream: stream.clone(), gemm, blas, lt, lt_plan: None, x, w, b, outs, workspace };
     {
         let (xr, wr) = (MatrixRef::from_slice(&job.x, m, k), MatrixRef::from_slice(&job.w, n, k));
         let bv = job.b.as_ref().map(|b| b.as_view());
@@ -327,7 +359,11 @@ fn run(o: Opts, ctx: Arc<CudaContext>) -> testbed::Result<ExitCode> {
                 (false, false) => String::new(),
                 (rx, rw) => format!("; repacked {}{} first", if rx { "x " } else { "" }, if rw { "w" } else { "" }),
             },
-            if p.stream_k_tiles > 0 { format!("; {} tiles shared along K (stream-K)", p.stream_k_tiles) } else { String::new() },
+            if p.stream_k_tiles > 0 {
+                format!("; {} tiles shared along K (stream-K)", p.stream_k_tiles)
+            } else {
+                String::new()
+            },
             if p.tma_store { "; TMA-store epilogue" } else { "" },
             (workspace_len * 4) >> 20,
         ),
@@ -341,7 +377,13 @@ fn run(o: Opts, ctx: Arc<CudaContext>) -> testbed::Result<ExitCode> {
     stream.synchronize()?;
     let host: Vec<Option<Vec<f32>>> = VARIANTS
         .iter()
-        .map(|&v| if v != Variant::CublasLt || job.lt_plan.is_some() { stream.clone_dtoh(&job.outs[v.index()]).map(Some) } else { Ok(None) })
+        .map(|&v| {
+            if v != Variant::CublasLt || job.lt_plan.is_some() {
+                stream.clone_dtoh(&job.outs[v.index()]).map(Some)
+            } else {
+                Ok(None)
+            }
+        })
         .collect::<Result<_, _>>()?;
     let ours = host[0].as_ref().expect("ours always runs");
     let base = host[1].as_ref().expect("the cuBLAS baseline always runs");
@@ -366,8 +408,13 @@ fn run(o: Opts, ctx: Arc<CudaContext>) -> testbed::Result<ExitCode> {
     while points.len() < SAMPLES.min(m * n) {
         points.push((rng.below(m), rng.below(n)));
     }
-    let refs: Vec<_> = points.iter().map(|&(r, c)| ((r, c), reference::element(xm, wm, hb.as_deref(), s, r, c))).collect();
-    let errors: Vec<Option<SpotError>> = host.iter().enumerate().map(|(i, h)| if i == 3 { None } else { h.as_ref().map(|h| spot_check(h, n, &refs)) }).collect();
+    let refs: Vec<_> =
+        points.iter().map(|&(r, c)| ((r, c), reference::element(xm, wm, hb.as_deref(), s, r, c))).collect();
+    let errors: Vec<Option<SpotError>> = host
+        .iter()
+        .enumerate()
+        .map(|(i, h)| if i == 3 { None } else { h.as_ref().map(|h| spot_check(h, n, &refs)) })
+        .collect();
 
     let t_ours = medians[0].expect("ours is always timed");
     println!();
@@ -380,16 +427,27 @@ fn run(o: Opts, ctx: Arc<CudaContext>) -> testbed::Result<ExitCode> {
             continue;
         };
         let err = match &errors[i] {
-            Some(e) => format!("{:.2e}, {:.2e}{}", e.normalised, e.max_rel_to_magnitude, if e.non_finite > 0 { format!(" ({} non-finite)", e.non_finite) } else { String::new() }),
+            Some(e) => format!(
+                "{:.2e}, {:.2e}{}",
+                e.normalised,
+                e.max_rel_to_magnitude,
+                if e.non_finite > 0 { format!(" ({} non-finite)", e.non_finite) } else { String::new() }
+            ),
             None if v == Variant::CublasGemm => "n/a (computes x·wᵀ only)".into(),
             None => "n/a".into(),
         };
         println!("| {} | {:.4} | {:.1} | {:.3}× | {} |", v.label(), ms, flop / (ms * 1e-3) / 1e12, ms / t_ours, err);
     }
     println!();
-    println!("ours vs cuBLAS + elementwise, all {} elements: max |diff| = {max_diff:.3e}, ‖diff‖/‖cuBLAS‖ = {norm_diff:.3e}", m * n);
+    println!(
+        "ours vs cuBLAS + elementwise, all {} elements: max |diff| = {max_diff:.3e}, ‖diff‖/‖cuBLAS‖ = {norm_diff:.3e}",
+        m * n
+    );
     let e = errors[0].as_ref().expect("ours is checked");
-    println!("ours vs f64: ‖e‖/‖ref‖ = {:.3e}, max |e| = {:.3e}, max |e|/magnitude = {:.3e}", e.normalised, e.max_abs, e.max_rel_to_magnitude);
+    println!(
+        "ours vs f64: ‖e‖/‖ref‖ = {:.3e}, max |e| = {:.3e}, max |e|/magnitude = {:.3e}",
+        e.normalised, e.max_abs, e.max_rel_to_magnitude
+    );
 
     let mut failed = false;
     if ours_non_finite > 0 {

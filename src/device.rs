@@ -61,8 +61,7 @@ impl DeviceInfo {
         use sys::CUdevice_attribute::*;
         let compute_capability = ctx.compute_capability()?;
         let sm_count = ctx.attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
-        let max_smem_per_block =
-            ctx.attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
+        let max_smem_per_block = ctx.attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
         Ok(Self { compute_capability, sm_count, max_smem_per_block })
     }
 

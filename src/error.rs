@@ -247,7 +247,10 @@ mod tests {
             (Error::NoDevice { ordinal: 3, count: 1 }, &["3", "1"]),
             (Error::UnsupportedDevice { major: 7, minor: 5 }, &["sm_75", "sm_80"]),
             (Error::ShapeMismatch { what: "w.cols (K) vs x.cols (K)", expected: 7, found: 8 }, &["w.cols", "7", "8"]),
-            (Error::DimensionTooLarge { what: "K", value: 1 << 31, max: i32::MAX as usize }, &["K", "2147483648", "2147483647"]),
+            (
+                Error::DimensionTooLarge { what: "K", value: 1 << 31, max: i32::MAX as usize },
+                &["K", "2147483648", "2147483647"],
+            ),
             (Error::LeadingDimension { operand: Operand::W, ld: 6, cols: 7 }, &["w:", "6", "7"]),
             (Error::BufferTooSmall { operand: Operand::Out, needed: 19, len: 18 }, &["out:", "19", "18"]),
             (Error::WrongContext { operand: Some(Operand::Bias) }, &["bias", "context"]),
@@ -255,9 +258,15 @@ mod tests {
             (Error::MisalignedWorkspace { address: 0x1004 }, &["workspace", "0x1004", "16-byte"]),
             (Error::MisalignedPointer { operand: Operand::X, address: 0x1002 }, &["x:", "0x1002", "4-byte"]),
             (Error::Overlapping { operand: Operand::Out, with: Operand::Workspace }, &["out", "workspace", "overlaps"]),
-            (Error::PreparedForOtherPrecision { prepared: Precision::Tf32, asked: Precision::Tf32Truncated }, &["w:", "Tf32", "Tf32Truncated"]),
+            (
+                Error::PreparedForOtherPrecision { prepared: Precision::Tf32, asked: Precision::Tf32Truncated },
+                &["w:", "Tf32", "Tf32Truncated"],
+            ),
             (Error::InvalidDevices { reason: "device 1 appears twice" }, &["devices", "device 1 appears twice"]),
-            (Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128Trunc, reason: "needs sm_90" }, &["ge_sm90_pingpong_128x128x32_s6_trunc", "needs sm_90"]),
+            (
+                Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128Trunc, reason: "needs sm_90" },
+                &["ge_sm90_pingpong_128x128x32_s6_trunc", "needs sm_90"],
+            ),
         ];
         for (error, words) in cases {
             let text = error.to_string();

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use cudarc::driver::{CudaSlice, CudaStream, DeviceSlice};
 
 use crate::error::{Error, Operand, Result};
-use crate::gemm::{FusedGemm, Plan, PreparedWeight};
 use crate::gemm::validate::MAX_DIM;
+use crate::gemm::{FusedGemm, Plan, PreparedWeight};
 use crate::held::{CallKey, HeldWorkspace};
 use crate::matrix::{MatrixMut, MatrixRef};
 
@@ -50,11 +50,19 @@ impl Linear {
             max: usize::MAX / out_features.max(1),
         })?;
         if weight.len() != expected {
-            return Err(Error::ShapeMismatch { what: "weight.len() vs out_features · in_features", expected, found: weight.len() });
+            return Err(Error::ShapeMismatch {
+                what: "weight.len() vs out_features · in_features",
+                expected,
+                found: weight.len(),
+            });
         }
         if let Some(b) = &bias {
             if b.len() != out_features {
-                return Err(Error::ShapeMismatch { what: "bias.len() vs out_features", expected: out_features, found: b.len() });
+                return Err(Error::ShapeMismatch {
+                    what: "bias.len() vs out_features",
+                    expected: out_features,
+                    found: b.len(),
+                });
             }
         }
         let ctx = gemm.context().cu_ctx();
@@ -64,7 +72,8 @@ impl Linear {
         if bias.as_ref().is_some_and(|b| b.context().cu_ctx() != ctx) {
             return Err(Error::WrongContext { operand: Some(Operand::Bias) });
         }
-        let prepared = gemm.prepare_weight(weight.stream(), &MatrixRef::from_slice(&weight, out_features, in_features))?;
+        let prepared =
+            gemm.prepare_weight(weight.stream(), &MatrixRef::from_slice(&weight, out_features, in_features))?;
         Ok(Self { gemm, weight, prepared, bias, in_features, out_features, scale, workspace: Mutex::default() })
     }
 
@@ -149,7 +158,12 @@ impl Linear {
 
     /// Like [`Linear::forward`] into a caller-provided (possibly strided) output, on `stream`,
     /// without allocating. Returns the plan that ran (`None` when there was nothing to do).
-    pub fn forward_into(&self, stream: &CudaStream, x: &MatrixRef<'_>, out: &mut MatrixMut<'_>) -> Result<Option<Plan>> {
+    pub fn forward_into(
+        &self,
+        stream: &CudaStream,
+        x: &MatrixRef<'_>,
+        out: &mut MatrixMut<'_>,
+    ) -> Result<Option<Plan>> {
         let bias = self.bias.as_ref().map(|b| b.as_view());
         self.gemm.run(stream, x, &self.prepared, bias.as_ref(), self.scale, out)
     }
@@ -159,7 +173,13 @@ impl Linear {
     /// from it, e.g. with an SM limit; the same precision): what a caller that owns the output
     /// buffer runs (the sharded layer writes its shards into its gather buffers so).
     #[cfg_attr(not(feature = "nccl"), allow(dead_code))]
-    pub(crate) fn forward_into_held(&self, gemm: &FusedGemm, stream: &Arc<CudaStream>, x: &MatrixRef<'_>, out: &mut MatrixMut<'_>) -> Result<Option<Plan>> {
+    pub(crate) fn forward_into_held(
+        &self,
+        gemm: &FusedGemm,
+        stream: &Arc<CudaStream>,
+        x: &MatrixRef<'_>,
+        out: &mut MatrixMut<'_>,
+    ) -> Result<Option<Plan>> {
         let key = CallKey { rows: x.rows(), ld: x.ld(), offset_mod_4: x.offset_mod_4(stream) };
         let bias = self.bias.as_ref().map(|b| b.as_view());
         self.held().run(gemm, stream, key, x, &self.prepared, bias.as_ref(), self.scale, out)

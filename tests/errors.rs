@@ -7,7 +7,9 @@ mod common;
 
 use common::Gpu;
 use gemm_epilogue::cudarc::driver::CudaSlice;
-use gemm_epilogue::{cuda_context, Dispatch, Error, Family, FusedGemm, Kernel, MatrixMut, MatrixRef, Operand, PreparedWeight, Precision};
+use gemm_epilogue::{
+    cuda_context, Dispatch, Error, Family, FusedGemm, Kernel, MatrixMut, MatrixRef, Operand, Precision, PreparedWeight,
+};
 
 /// A view into a buffer: starts at `off`, `rows × cols` at stride `ld`; the buffer holds `len`
 /// elements after `off` (plus a tail), and the view covers exactly those `len`.
@@ -119,7 +121,9 @@ fn cuda_context_without_driver_is_an_error_not_a_panic() {
     // every call with CUDA_ERROR_STUB_LIBRARY, as the link stubs of .ci/candle-env do).
     // SAFETY: loads the library (its initialisers run, as cudarc's loading does) and, only when
     // it loaded, asks its version into a local.
-    let loads = ["libcuda.so.1", "libcuda.so", "nvcuda.dll"].into_iter().any(|n| unsafe { libloading::Library::new(n) }.is_ok());
+    let loads = ["libcuda.so.1", "libcuda.so", "nvcuda.dll"]
+        .into_iter()
+        .any(|n| unsafe { libloading::Library::new(n) }.is_ok());
     let driver = loads && {
         use gemm_epilogue::cudarc::driver::sys;
         let mut version = 0;
@@ -344,7 +348,14 @@ fn validation_comes_before_kernel_selection() {
 /// asserts they all fail alike, that `workspace_len` fails alike too when `sized_by_workspace_len`
 /// (it sees X and W but not the output, so it accepts what only the output gets wrong), and that
 /// neither the output nor the workspace was written. Returns the error.
-fn expect_prepared_err(g: &Gpu, gemm: &FusedGemm, x: (usize, usize), w: &PreparedWeight, out: (usize, usize), sized_by_workspace_len: bool) -> Error {
+fn expect_prepared_err(
+    g: &Gpu,
+    gemm: &FusedGemm,
+    x: (usize, usize),
+    w: &PreparedWeight,
+    out: (usize, usize),
+    sized_by_workspace_len: bool,
+) -> Error {
     let (m, k) = x;
     let xb = g.stream.clone_htod(&vec![0.5f32; m * k + common::TAIL]).unwrap();
     let bb = g.stream.clone_htod(&vec![0.25f32; w.rows()]).unwrap();
@@ -362,7 +373,12 @@ fn expect_prepared_err(g: &Gpu, gemm: &FusedGemm, x: (usize, usize), w: &Prepare
     };
     let err = match ran {
         Err(e) => e,
-        Ok(p) => panic!("{x:?} with a prepared {}x{} ({:?}) into {out:?} should fail, ran {p:?}", w.rows(), w.cols(), w.precision()),
+        Ok(p) => panic!(
+            "{x:?} with a prepared {}x{} ({:?}) into {out:?} should fail, ran {p:?}",
+            w.rows(),
+            w.cols(),
+            w.precision()
+        ),
     };
     let same = |what: &str, r: Result<String, String>| match r {
         Err(e) => assert_eq!(e, format!("{err:?}"), "{what} and run disagree"),
@@ -378,7 +394,13 @@ fn expect_prepared_err(g: &Gpu, gemm: &FusedGemm, x: (usize, usize), w: &Prepare
     g.stream.synchronize().unwrap();
     common::assert_all_poisoned(&g.stream.clone_dtoh(&ob).unwrap(), &format!("out after {err:?}"));
     common::assert_all_poisoned(&g.stream.clone_dtoh(&wsb).unwrap(), &format!("workspace after {err:?}"));
-    println!("x {x:?}, prepared {}x{} ({:?}), out {out:?}, {:?}\n  -> {err}", w.rows(), w.cols(), w.precision(), gemm.dispatch());
+    println!(
+        "x {x:?}, prepared {}x{} ({:?}), out {out:?}, {:?}\n  -> {err}",
+        w.rows(),
+        w.cols(),
+        w.precision(),
+        gemm.dispatch()
+    );
     err
 }
 
@@ -422,16 +444,26 @@ fn prepared_weight_of_another_rounding() {
     let Some(g) = common::gpu() else { return };
     let (m, n, k) = (40, 24, 16);
     let wb = w_buffer(&g, n, k);
-    for (prepared_for, asked) in [(Precision::Tf32Truncated, Precision::Tf32), (Precision::Tf32, Precision::Tf32Truncated)] {
+    for (prepared_for, asked) in
+        [(Precision::Tf32Truncated, Precision::Tf32), (Precision::Tf32, Precision::Tf32Truncated)]
+    {
         let preparer = g.gemm.with_precision(prepared_for);
         let prepared = preparer.prepare_weight(&g.stream, &MatrixRef::from_slice(&wb, n, k)).expect("prepare_weight");
         assert_eq!(prepared.precision(), prepared_for);
         for d in prepared_dispatches() {
             let gemm = g.gemm.with_precision(asked).with_dispatch(d);
             let e = expect_prepared_err(&g, &gemm, (m, k), &prepared, (m, n), true);
-            assert!(matches!(e, Error::PreparedForOtherPrecision { prepared: p, asked: a } if p == prepared_for && a == asked), "{e:?}");
+            assert!(
+                matches!(e, Error::PreparedForOtherPrecision { prepared: p, asked: a } if p == prepared_for && a == asked),
+                "{e:?}"
+            );
             let text = e.to_string();
-            assert!(text.starts_with("w:") && text.contains(&format!("{prepared_for:?}")) && text.contains(&format!("{asked:?}")), "{text}");
+            assert!(
+                text.starts_with("w:")
+                    && text.contains(&format!("{prepared_for:?}"))
+                    && text.contains(&format!("{asked:?}")),
+                "{text}"
+            );
         }
         // Its own rounding accepts it (Auto; a forced kernel may still refuse, for its own reasons).
         let xb = g.stream.clone_htod(&vec![0.5f32; m * k]).unwrap();
@@ -456,7 +488,10 @@ fn prepare_weight_validates_w() {
     let e = g.gemm.prepare_weight(&g.stream, &MatrixRef::with_ld(wb.slice(0..n * k), n, k, k - 1)).unwrap_err();
     assert!(matches!(e, Error::LeadingDimension { operand: Operand::W, ld: 15, cols: 16 }), "{e:?}");
     let e = g.gemm.prepare_weight(&g.stream, &MatrixRef::new(wb.slice(0..n * k - 1), n, k)).unwrap_err();
-    assert!(matches!(e, Error::BufferTooSmall { operand: Operand::W, needed, len } if needed == n * k && len == n * k - 1), "{e:?}");
+    assert!(
+        matches!(e, Error::BufferTooSmall { operand: Operand::W, needed, len } if needed == n * k && len == n * k - 1),
+        "{e:?}"
+    );
 }
 
 /// A kernel that rounds X in registers and reads W as given ([`Kernel::needs_rounded_w`]) runs
@@ -489,8 +524,16 @@ fn forced_rounding_kernels_need_a_prepared_or_repacked_w() {
         let mut ob = g.stream.alloc_zeros::<f32>(m * n).unwrap();
         let o = MatrixMut::from_slice(&mut ob, m, n);
         let p = gemm.plan(&g.stream, &x, &prepared, None, &o).expect("plan").expect("non-empty");
-        assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision, p.workspace_len()), (kernel, false, false, Precision::Tf32, 0), "{p:?}");
-        assert_eq!(gemm.workspace_len(&g.stream, &x, &prepared).expect("workspace_len"), 0, "{kernel:?} on a prepared W");
+        assert_eq!(
+            (p.kernel, p.repack_x, p.repack_w, p.precision, p.workspace_len()),
+            (kernel, false, false, Precision::Tf32, 0),
+            "{p:?}"
+        );
+        assert_eq!(
+            gemm.workspace_len(&g.stream, &x, &prepared).expect("workspace_len"),
+            0,
+            "{kernel:?} on a prepared W"
+        );
         let len = gemm.workspace_len(&g.stream, &x, &w).expect("workspace_len");
         assert!(len >= n * k.next_multiple_of(32), "{kernel:?} on a raw W: {len}");
     }

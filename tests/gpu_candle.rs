@@ -13,8 +13,8 @@ use gemm_epilogue::cudarc::driver::CudaContext;
 use gemm_epilogue::testbed::reference::{self, HostMatrix};
 use gemm_epilogue::{cuda_context, Error, FusedGemm, Linear};
 
-use common::{coeff, ABS_SLACK, NORM_TOL};
 use common::Rng;
+use common::{coeff, ABS_SLACK, NORM_TOL};
 
 /// candle's device 0 and our context, or `None` after `skipped: …`.
 fn candle_gpu() -> Option<(Device, Arc<CudaContext>)> {
@@ -60,7 +60,12 @@ fn check_against_f64(l: &Layer, s: f32, got: &[f32], what: &str) {
         for col in 0..l.n {
             let e = reference::element(x, w, Some(&l.b), s, r, col);
             let g = got[r * l.n + col] as f64;
-            assert!((g - e.value).abs() <= c * e.magnitude + ABS_SLACK, "{what}: ({r}, {col}) = {g}, f64 {} (magnitude {})", e.value, e.magnitude);
+            assert!(
+                (g - e.value).abs() <= c * e.magnitude + ABS_SLACK,
+                "{what}: ({r}, {col}) = {g}, f64 {} (magnitude {})",
+                e.value,
+                e.magnitude
+            );
             d2 += (g - e.value).powi(2);
             r2 += e.value.powi(2);
         }
@@ -78,7 +83,8 @@ fn fused_linear_matches_f64_candle_and_our_linear_on_odd_shapes() {
     let Some((dev, ctx)) = candle_gpu() else { return };
     let mut rng = common::rng("fused_linear_matches_f64_candle_and_our_linear_on_odd_shapes");
     // (batch dims, K, N): K % 4 != 0 repacks x, N odd, one row, batches flattened.
-    let cases: [(&[usize], usize, usize); 6] = [(&[1], 1, 1), (&[13], 37, 29), (&[3, 7], 131, 67), (&[2, 3, 5], 64, 96), (&[257], 130, 33), (&[], 20, 9)];
+    let cases: [(&[usize], usize, usize); 6] =
+        [(&[1], 1, 1), (&[13], 37, 29), (&[3, 7], 131, 67), (&[2, 3, 5], 64, 96), (&[257], 130, 33), (&[], 20, 9)];
     for (batch, k, n) in cases {
         let m: usize = batch.iter().product();
         let l = layer(&mut rng, m, k, n);
@@ -86,7 +92,10 @@ fn fused_linear_matches_f64_candle_and_our_linear_on_odd_shapes() {
         let mut dims = batch.to_vec();
         dims.push(k);
         let x = Tensor::from_slice(&l.x, dims.as_slice(), &dev).expect("x");
-        let linear = candle_nn::Linear::new(Tensor::from_slice(&l.w, (n, k), &dev).expect("w"), Some(Tensor::from_slice(&l.b, n, &dev).expect("b")));
+        let linear = candle_nn::Linear::new(
+            Tensor::from_slice(&l.w, (n, k), &dev).expect("w"),
+            Some(Tensor::from_slice(&l.b, n, &dev).expect("b")),
+        );
         let fused = FusedLinear::from_linear(&linear, s).expect("FusedLinear");
         let out = fused.forward(&x).expect("forward");
         let mut want_dims = batch.to_vec();
@@ -115,8 +124,13 @@ fn fused_linear_matches_f64_candle_and_our_linear_on_odd_shapes() {
             s,
         )
         .expect("Linear");
-        let direct = stream.clone_dtoh(&ours.forward(&stream.clone_htod(&l.x).expect("x"), m).expect("forward").expect("non-empty")).expect("download");
-        assert!(direct.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits()), "{what}: differs from Linear::forward");
+        let direct = stream
+            .clone_dtoh(&ours.forward(&stream.clone_htod(&l.x).expect("x"), m).expect("forward").expect("non-empty"))
+            .expect("download");
+        assert!(
+            direct.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{what}: differs from Linear::forward"
+        );
     }
 }
 
@@ -127,7 +141,10 @@ fn strided_and_transposed_inputs() {
     let (m, k, n, wide) = (45, 67, 31, 75);
     let l = layer(&mut rng, m, k, n);
     let s = -0.75;
-    let linear = candle_nn::Linear::new(Tensor::from_slice(&l.w, (n, k), &dev).expect("w"), Some(Tensor::from_slice(&l.b, n, &dev).expect("b")));
+    let linear = candle_nn::Linear::new(
+        Tensor::from_slice(&l.w, (n, k), &dev).expect("w"),
+        Some(Tensor::from_slice(&l.b, n, &dev).expect("b")),
+    );
     let fused = FusedLinear::from_linear(&linear, s).expect("FusedLinear");
     let dense = Tensor::from_slice(&l.x, (m, k), &dev).expect("x");
 
@@ -145,7 +162,8 @@ fn strided_and_transposed_inputs() {
     for r in 0..m {
         tall[2 * r * k..(2 * r + 1) * k].copy_from_slice(&l.x[r * k..(r + 1) * k]);
     }
-    let rows = Tensor::from_slice(&tall, (m, 2, k), &dev).expect("tall").i((.., 0, ..)).expect("rows").reshape((3, 15, k));
+    let rows =
+        Tensor::from_slice(&tall, (m, 2, k), &dev).expect("tall").i((.., 0, ..)).expect("rows").reshape((3, 15, k));
     // reshape of a non-contiguous tensor copies in candle; take the strided view itself too.
     let every_other = Tensor::from_slice(&tall, (m, 2, k), &dev).expect("tall").i((.., 0, ..)).expect("rows");
     assert!(!every_other.is_contiguous());
@@ -153,13 +171,17 @@ fn strided_and_transposed_inputs() {
     check_against_f64(&l, s, &host(&fused.forward(&rows.expect("reshape")).expect("batched")), "batched rows");
 
     // Transposed (columns not unit-stride): made contiguous first.
-    let xt = Tensor::from_slice(&l.x, (m, k), &dev).expect("x").t().expect("t").contiguous().expect("c").t().expect("t");
+    let xt =
+        Tensor::from_slice(&l.x, (m, k), &dev).expect("x").t().expect("t").contiguous().expect("c").t().expect("t");
     assert!(!xt.is_contiguous());
     check_against_f64(&l, s, &host(&fused.forward(&xt).expect("transposed")), "transposed x");
 
     // Same bits in place as contiguous when the plan is the same kind (dense vs dense copy).
     let again = host(&fused.forward(&dense.copy().expect("copy")).expect("dense"));
-    assert_eq!(host(&fused.forward(&dense).expect("dense")).iter().map(|v| v.to_bits()).collect::<Vec<_>>(), again.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    assert_eq!(
+        host(&fused.forward(&dense).expect("dense")).iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        again.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+    );
 }
 
 #[test]
@@ -179,7 +201,11 @@ fn fused_linear_reuses_its_workspace() {
     for _ in 0..5 {
         fused.forward(&x).expect("repeat");
     }
-    assert_eq!((fused.workspace_allocations(), fused.workspace_len()), (allocs, len), "a repeated shape allocates no workspace");
+    assert_eq!(
+        (fused.workspace_allocations(), fused.workspace_len()),
+        (allocs, len),
+        "a repeated shape allocates no workspace"
+    );
     // More rows (x repacked: 4× the need): grows once, then holds.
     let big = Tensor::zeros((2048, k), DType::F32, &dev).expect("big");
     fused.forward(&big).expect("bigger");

@@ -50,7 +50,8 @@ fn stream_k_finishes_beside_a_kernel_holding_most_sms() {
     let module = g.ctx.load_module(compile_ptx(HOG).expect("nvrtc compiles the hog")).expect("load the hog");
     let hog = module.load_function("hog").expect("hog");
     let release = module.load_function("release_hogs").expect("release_hogs");
-    hog.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, HOLD_BYTES as i32).expect("hog smem");
+    hog.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, HOLD_BYTES as i32)
+        .expect("hog smem");
     let sms = g.gemm.device().sm_count;
     let held = sms - sms / 4;
     let hog_stream = g.ctx.new_stream().expect("stream");
@@ -59,7 +60,11 @@ fn stream_k_finishes_beside_a_kernel_holding_most_sms() {
 
     // The cluster kernel (a 34-tile shared tail on the reference shape), the ping-pong (136), and
     // split-K (32 tiles of 64×128, every one shared along K).
-    for (kernel, (m, n, k)) in [(Kernel::Sm90Cooperative128x256Cluster2Trunc, (16384, 4096, 4096)), (Kernel::Sm90Pingpong128x128Trunc, (16384, 4096, 4096)), (Kernel::Sm90Pingpong64x128Trunc, (64, 4096, 4096))] {
+    for (kernel, (m, n, k)) in [
+        (Kernel::Sm90Cooperative128x256Cluster2Trunc, (16384, 4096, 4096)),
+        (Kernel::Sm90Pingpong128x128Trunc, (16384, 4096, 4096)),
+        (Kernel::Sm90Pingpong64x128Trunc, (64, 4096, 4096)),
+    ] {
         let gemm = truncating.with_dispatch(Dispatch::Force(kernel));
         let up = |v: Vec<f32>| g.stream.clone_htod(&v).expect("upload");
         let a = 1.0 / (k as f32).sqrt();
@@ -70,9 +75,17 @@ fn stream_k_finishes_beside_a_kernel_holding_most_sms() {
         let len = gemm.workspace_len(&g.stream, &xv, &wv).expect("workspace_len");
         let mut ws = g.stream.alloc_zeros::<f32>(len.max(1)).expect("workspace");
         let mut call = |out: &mut gemm_epilogue::cudarc::driver::CudaSlice<f32>| {
-            gemm.run_with_workspace(&g.stream, &xv, &wv, Some(&b.as_view()), 0.5, &mut MatrixMut::from_slice(out, m, n), &mut ws.as_view_mut())
-                .expect("run")
-                .expect("non-empty")
+            gemm.run_with_workspace(
+                &g.stream,
+                &xv,
+                &wv,
+                Some(&b.as_view()),
+                0.5,
+                &mut MatrixMut::from_slice(out, m, n),
+                &mut ws.as_view_mut(),
+            )
+            .expect("run")
+            .expect("non-empty")
         };
         let mut solo = g.stream.clone_htod(&common::poisoned(m * n)).expect("out");
         let plan = call(&mut solo);
@@ -97,15 +110,27 @@ fn stream_k_finishes_beside_a_kernel_holding_most_sms() {
         // SAFETY: one int* (the flag the hog polls: written through a shared reference, which
         // only cudarc's event tracking, off here, would care about), live until the
         // synchronisation below.
-        unsafe { launch.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 }) }.expect("launch the release");
+        unsafe { launch.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 }) }
+            .expect("launch the release");
         g.stream.synchronize().expect("the GEMM and the release");
         hog_stream.synchronize().expect("the hog");
 
         assert_eq!(again, plan);
         let timeouts = g.stream.clone_dtoh(&timed_out).expect("download")[0];
-        assert_eq!(timeouts, 0, "{kernel:?}: {timeouts} of {held} hog blocks timed out: the GEMM did not finish on the {} SMs left", sms - held);
+        assert_eq!(
+            timeouts,
+            0,
+            "{kernel:?}: {timeouts} of {held} hog blocks timed out: the GEMM did not finish on the {} SMs left",
+            sms - held
+        );
         let (s, o) = (g.stream.clone_dtoh(&solo).expect("solo"), g.stream.clone_dtoh(&beside).expect("beside"));
-        assert!(s.iter().zip(&o).all(|(a, b)| a.to_bits() == b.to_bits()), "{kernel:?}: the run beside the hog differs from the solo run");
-        println!("{kernel:?} {m}x{n}x{k}: finished beside {held} hog blocks on {} SMs, bitwise the solo run ({plan:?})", sms - held);
+        assert!(
+            s.iter().zip(&o).all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{kernel:?}: the run beside the hog differs from the solo run"
+        );
+        println!(
+            "{kernel:?} {m}x{n}x{k}: finished beside {held} hog blocks on {} SMs, bitwise the solo run ({plan:?})",
+            sms - held
+        );
     }
 }

@@ -81,8 +81,19 @@ fn emulated_every_kernel_on_odd_shapes() {
             }
             let o = common::execute_on(&g, &case, &d, false);
             let plan = o.plan.expect("ran");
-            let rel = common::verify_emulated(&case, &inputs, &o.fused, &plan, case.effective_precision(&g.gemm), g.is_hopper(), &mut rng);
-            println!("{}x{}x{} {:?}: ‖diff‖/‖magnitude‖ = {rel:.2e} ({:?}, stream-K {})", case.m, case.n, case.k, plan.kernel, plan.precision, plan.stream_k_tiles);
+            let rel = common::verify_emulated(
+                &case,
+                &inputs,
+                &o.fused,
+                &plan,
+                case.effective_precision(&g.gemm),
+                g.is_hopper(),
+                &mut rng,
+            );
+            println!(
+                "{}x{}x{} {:?}: ‖diff‖/‖magnitude‖ = {rel:.2e} ({:?}, stream-K {})",
+                case.m, case.n, case.k, plan.kernel, plan.precision, plan.stream_k_tiles
+            );
             worst = worst.max(rel);
             checked += 1;
         }

@@ -106,11 +106,21 @@ fn assert_expected(expect: Expect, kernel: Kernel, case: &Case, plan: &Plan, wha
     if matches!(kernel.family(), Family::Skinny | Family::Gemv) {
         // A skinny kernel's clusters split K instead, a GEMV CTA covers all of K: no stream-K,
         // whatever the workspace.
-        assert_eq!((plan.stream_k_tiles, plan.stream_k_ctas), (0, 0), "{what}: a {:?} kernel plans no stream-K", kernel.family());
+        assert_eq!(
+            (plan.stream_k_tiles, plan.stream_k_ctas),
+            (0, 0),
+            "{what}: a {:?} kernel plans no stream-K",
+            kernel.family()
+        );
         return;
     }
     if !matches!(kernel.precision(), Precision::Tf32 | Precision::Tf32Truncated) {
-        println!("note: {what}: {kernel:?} planned stream-K {} of {} tiles (expected {expect:?}, not enforced for {:?})", plan.stream_k_tiles, tiles(kernel, case), kernel.precision());
+        println!(
+            "note: {what}: {kernel:?} planned stream-K {} of {} tiles (expected {expect:?}, not enforced for {:?})",
+            plan.stream_k_tiles,
+            tiles(kernel, case),
+            kernel.precision()
+        );
         return;
     }
     let (sk, t) = (plan.stream_k_tiles, tiles(kernel, case));
@@ -198,7 +208,11 @@ fn exact_split_k_every_kernel() {
     let Some(g) = common::gpu() else { return };
     let runs = vec![
         Run::all("split 1x4032x8192", Case::new(1, 4032, 8192).workspace(true).scale(0.5), Expect::Split),
-        Run::all("split 129x1000x8196 ldo 1001", Case::new(129, 1000, 8196).pad(0, 0, 1).workspace(true).scale(-2.0), Expect::Split),
+        Run::all(
+            "split 129x1000x8196 ldo 1001",
+            Case::new(129, 1000, 8196).pad(0, 0, 1).workspace(true).scale(-2.0),
+            Expect::Split,
+        ),
         Run::all(
             "split 300x520x16384 strided",
             Case::new(300, 520, 16384).pad(4, 8, 4).offset(4, 8, 4, 3).bias(false).workspace(true).scale(0.0),
@@ -245,7 +259,11 @@ fn exact_shared_tails_every_kernel() {
 fn exact_without_workspace_every_kernel() {
     let Some(g) = common::gpu() else { return };
     let runs = vec![
-        Run::all("whole 257x300x8192 strided", Case::new(257, 300, 8192).pad(4, 8, 3).offset(4, 8, 0, 1).scale(0.25), Expect::Whole),
+        Run::all(
+            "whole 257x300x8192 strided",
+            Case::new(257, 300, 8192).pad(4, 8, 3).offset(4, 8, 0, 1).scale(0.25),
+            Expect::Whole,
+        ),
         Run::all("whole 200x136x8200", Case::new(200, 136, 8200).bias(false).scale(-2.0), Expect::Whole),
         Run::all("whole 1000x1024x8192", Case::new(1000, 1024, 8192).scale(0.5), Expect::Whole),
     ];
@@ -259,29 +277,14 @@ fn exact_without_workspace_every_kernel() {
 fn exact_skinny_splits_every_kernel() {
     let Some(g) = common::gpu() else { return };
     let runs = vec![
-        Run::all(
-            "skinny 8x64x16384",
-            Case::new(8, 64, 16384).scale(0.5),
-            Expect::Any,
-        ),
+        Run::all("skinny 8x64x16384", Case::new(8, 64, 16384).scale(0.5), Expect::Any),
         Run::all(
             "skinny 16x33x8196 strided",
-            Case::new(16, 33, 8196)
-                .pad(4, 8, 3)
-                .offset(4, 8, 1, 1)
-                .scale(-2.0),
+            Case::new(16, 33, 8196).pad(4, 8, 3).offset(4, 8, 1, 1).scale(-2.0),
             Expect::Any,
         ),
-        Run::all(
-            "skinny 1x1000x8192",
-            Case::new(1, 1000, 8192).bias(false).scale(3.0),
-            Expect::Any,
-        ),
-        Run::all(
-            "skinny 5x4096x8192",
-            Case::new(5, 4096, 8192).workspace(true).scale(0.25),
-            Expect::Any,
-        ),
+        Run::all("skinny 1x1000x8192", Case::new(1, 1000, 8192).bias(false).scale(3.0), Expect::Any),
+        Run::all("skinny 5x4096x8192", Case::new(5, 4096, 8192).workspace(true).scale(0.25), Expect::Any),
     ];
     run_exact(&g, "exact_skinny_splits_every_kernel", runs);
 }
@@ -293,8 +296,16 @@ fn exact_repack_every_kernel() {
     let Some(g) = common::gpu() else { return };
     let runs = vec![
         Run::all("repack 65x130x8191", Case::new(65, 130, 8191).workspace(true).scale(0.5), Expect::Any),
-        Run::all("repack 100x260x8192 x at offset 1", Case::new(100, 260, 8192).offset(1, 0, 0, 0).workspace(true).scale(-0.5), Expect::Any),
-        Run::all("repack 33x47x8193 strided", Case::new(33, 47, 8193).pad(3, 1, 2).offset(1, 2, 3, 1).bias(false).workspace(true).scale(3.0), Expect::Any),
+        Run::all(
+            "repack 100x260x8192 x at offset 1",
+            Case::new(100, 260, 8192).offset(1, 0, 0, 0).workspace(true).scale(-0.5),
+            Expect::Any,
+        ),
+        Run::all(
+            "repack 33x47x8193 strided",
+            Case::new(33, 47, 8193).pad(3, 1, 2).offset(1, 2, 3, 1).bias(false).workspace(true).scale(3.0),
+            Expect::Any,
+        ),
     ];
     run_exact(&g, "exact_repack_every_kernel", runs);
 }

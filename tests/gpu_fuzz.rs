@@ -131,7 +131,8 @@ fn run_case(g: &Gpu, case: &Case, oracle: Oracle, rng: &mut Rng) -> bool {
         let w = common::CaseWeight::new(&gemm, &g.stream, case, d.w_view(case));
         let mut out = g.stream.clone_htod(&common::poisoned(common::out_len(case))).expect("upload poison");
         let len = common::extent(case.m, case.n, case.ldo());
-        let mut o = gemm_epilogue::MatrixMut::with_ld(out.slice_mut(case.off_o..case.off_o + len), case.m, case.n, case.ldo());
+        let mut o =
+            gemm_epilogue::MatrixMut::with_ld(out.slice_mut(case.off_o..case.off_o + len), case.m, case.n, case.ldo());
         let r = w.run(&gemm, &g.stream, &x, b.as_ref(), case.scale, &mut o);
         assert!(matches!(r, Err(gemm_epilogue::Error::KernelUnavailable { .. })), "Auto should refuse {case:?}: {r:?}");
         common::assert_all_poisoned(&g.stream.clone_dtoh(&out).expect("download"), &format!("refused {case:?}"));
@@ -153,7 +154,15 @@ fn run_case(g: &Gpu, case: &Case, oracle: Oracle, rng: &mut Rng) -> bool {
             common::assert_bitwise(&o.fused, &want, case.n, &format!("{plan:?}"));
         }
         Oracle::Emulated => {
-            common::verify_emulated(case, &inputs, &o.fused, &plan, case.effective_precision(&g.gemm), g.is_hopper(), rng);
+            common::verify_emulated(
+                case,
+                &inputs,
+                &o.fused,
+                &plan,
+                case.effective_precision(&g.gemm),
+                g.is_hopper(),
+                rng,
+            );
         }
     }
     true

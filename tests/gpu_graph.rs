@@ -13,7 +13,14 @@ use gemm_epilogue::{Dispatch, Family, Kernel, MatrixMut, Plan, Precision};
 
 /// One call of `case` into `out` (and `workspace`, when the case asks for one), on `g.stream`,
 /// with W as the case passes it: `w`, the W view or a weight prepared before the capture.
-fn call(g: &Gpu, case: &Case, d: &DeviceInputs, w: &CaseWeight<'_>, out: &mut CudaSlice<f32>, workspace: &mut CudaSlice<f32>) -> Option<Plan> {
+fn call(
+    g: &Gpu,
+    case: &Case,
+    d: &DeviceInputs,
+    w: &CaseWeight<'_>,
+    out: &mut CudaSlice<f32>,
+    workspace: &mut CudaSlice<f32>,
+) -> Option<Plan> {
     let len = common::extent(case.m, case.n, case.ldo());
     let mut o = MatrixMut::with_ld(out.slice_mut(case.off_o..case.off_o + len), case.m, case.n, case.ldo());
     let (x, b) = (d.x_view(case), d.b_view(case));
@@ -39,10 +46,10 @@ fn run_can_be_captured_into_a_cuda_graph_and_replayed() {
     unsafe { g.ctx.disable_event_tracking() };
     let mut rng: Rng = common::rng("run_can_be_captured_into_a_cuda_graph_and_replayed");
     let mut cases = vec![
-        Case::new(300, 200, 128).scale(0.5),                     // the default (Nearest), a raw W: mma.sync
-        Case::new(300, 200, 128).scale(0.5).prepared_w(true),    // a prepared W: TMA + wgmma on sm_90
+        Case::new(300, 200, 128).scale(0.5), // the default (Nearest), a raw W: mma.sync
+        Case::new(300, 200, 128).scale(0.5).prepared_w(true), // a prepared W: TMA + wgmma on sm_90
         Case::new(300, 200, 128).scale(0.5).precision(Precision::Tf32Truncated), // TMA + wgmma on sm_90
-        Case::new(257, 130, 131).workspace(true).scale(3.0),     // repack kernels + GEMM
+        Case::new(257, 130, 131).workspace(true).scale(3.0), // repack kernels + GEMM
         Case::new(65, 70, 33).pad(3, 1, 2).bias(false).scale(-0.25), // 4-byte loads, strided
         // 3xTF32: W split once (prepared), and split into the workspace with X repacked (odd K).
         Case::new(300, 200, 128).scale(0.5).precision(Precision::Tf32x3).prepared_w(true),
@@ -57,11 +64,13 @@ fn run_can_be_captured_into_a_cuda_graph_and_replayed() {
         // workspace by a repack captured with them.
         cases.push(Case::new(300, 200, 128).scale(0.5).force(Kernel::Sm90Pingpong128x128Cluster2).prepared_w(true));
         cases.push(Case::new(300, 300, 96).scale(3.0).force(Kernel::Sm90Cooperative128x256Cluster2).workspace(true));
-        cases.push(Case::new(1, 4096, 1024).scale(-2.0).force(Kernel::Sm90Pingpong64x64).prepared_w(true).workspace(true)); // split-K
-        // Stream-K as the TMA kernels plan it: split-K in 11 parts (M = 1), and a shared tail (8
-        // waves and 50 tiles, 49 k-blocks a tile: the TMA kernels share no tail of shorter tiles).
-        // A replay repeats the captured launch number (GeStreamK): each launch must leave its
-        // hand-off words cleared for the next replay.
+        cases.push(
+            Case::new(1, 4096, 1024).scale(-2.0).force(Kernel::Sm90Pingpong64x64).prepared_w(true).workspace(true),
+        ); // split-K
+           // Stream-K as the TMA kernels plan it: split-K in 11 parts (M = 1), and a shared tail (8
+           // waves and 50 tiles, 49 k-blocks a tile: the TMA kernels share no tail of shorter tiles).
+           // A replay repeats the captured launch number (GeStreamK): each launch must leave its
+           // hand-off words cleared for the next replay.
         cases.push(Case::new(1, 768, 3072).scale(0.5).force(Kernel::Sm90Pingpong64x64Trunc).workspace(true));
         cases.push(Case::new(70783, 253, 1540).scale(0.5).force(Kernel::Sm90Pingpong128x128Trunc).workspace(true));
         // Auto's skinny kernel at decoding size: K split over clusters of 3 CTAs; and its GEMV
@@ -101,7 +110,10 @@ fn run_can_be_captured_into_a_cuda_graph_and_replayed() {
         }
         if case.workspace && case.m * case.k == 3072 || case.m == 70783 {
             // The stream-K cases above (their plans on the H200's 132 SMs).
-            assert!(g.gemm.device().sm_count != 132 || plan.is_some_and(|p| p.stream_k_tiles > 0), "{case:?}: {plan:?}");
+            assert!(
+                g.gemm.device().sm_count != 132 || plan.is_some_and(|p| p.stream_k_tiles > 0),
+                "{case:?}: {plan:?}"
+            );
         }
         common::assert_all_poisoned(&g.stream.clone_dtoh(&replayed).expect("download"), "captured, not yet replayed");
 

@@ -63,7 +63,6 @@ fn check_all(g: &Gpu, case: Case, rng: &mut Rng) {
     }
 }
 
-
 // ---- strided and offset views -------------------------------------------------------------------
 
 /// ldx > K, ldw > K, ldo > N: the padding of the inputs is NaN (a kernel that reads it fails)
@@ -141,15 +140,15 @@ fn sm90_epilogue_store_paths() {
     let Some(g) = common::hopper_gpu("the TMA store epilogue") else { return };
     let mut rng = common::rng("sm90_epilogue_store_paths");
     let cases = [
-        (Case::new(300, 36, 64).pad(0, 0, 4), true),            // N = 36: a box of 4 columns
+        (Case::new(300, 36, 64).pad(0, 0, 4), true), // N = 36: a box of 4 columns
         (Case::new(129, 1000, 96).offset(0, 0, 4, 1).pad(4, 0, 8), true), // M tail of 1, aligned offset
-        (Case::new(1, 4, 8), true),                              // one row, one partial box
+        (Case::new(1, 4, 8), true),                  // one row, one partial box
         (Case::new(257, 260, 128).scale(3.0).bias(false), true),
-        (Case::new(300, 36, 64).pad(0, 0, 1), false),            // ldo = 37
-        (Case::new(200, 64, 64).offset(0, 0, 2, 0), false),      // out 8-byte aligned only
-        (Case::new(130, 258, 32).pad(0, 0, 0), false),           // ldo = 258
+        (Case::new(300, 36, 64).pad(0, 0, 1), false),       // ldo = 37
+        (Case::new(200, 64, 64).offset(0, 0, 2, 0), false), // out 8-byte aligned only
+        (Case::new(130, 258, 32).pad(0, 0, 0), false),      // ldo = 258
         (Case::new(200, 130, 96).pad(12, 4, 6).scale(-1.0), false), // ldo = 136 but N = 130
-        (Case::new(64, 1, 32).pad(0, 0, 3), false),              // N = 1, ldo = 4
+        (Case::new(64, 1, 32).pad(0, 0, 3), false),         // N = 1, ldo = 4
     ];
     for (i, (case, tma)) in cases.into_iter().enumerate() {
         for kernel in Kernel::ALL.into_iter().filter(|k| k.family() == Family::TmaWgmma) {
@@ -189,10 +188,10 @@ fn workspace_repacks_unaligned_operands_for_the_fast_kernels() {
     let Some(g) = common::gpu() else { return };
     let mut rng = common::rng("workspace_repacks_unaligned_operands_for_the_fast_kernels");
     let cases = [
-        (Case::new(512, 640, 1023), true, true),                  // K % 4 != 0: both operands
+        (Case::new(512, 640, 1023), true, true), // K % 4 != 0: both operands
         (Case::new(1000, 384, 1001).bias(false).scale(3.0), true, true),
         (Case::new(512, 520, 1024).offset(1, 0, 0, 0), true, false), // x misaligned by one float
-        (Case::new(600, 512, 512).pad(0, 2, 0), false, true),      // ldw = 514, not a multiple of 4
+        (Case::new(600, 512, 512).pad(0, 2, 0), false, true),        // ldw = 514, not a multiple of 4
     ];
     for (case, rx, rw) in cases {
         for prepared in [false, true] {
@@ -212,14 +211,15 @@ fn workspace_repacks_unaligned_operands_for_the_fast_kernels() {
                 // skinny kernels beyond their rows of X.
                 if !common::accepts(&g, &case, kernel) {
                     let too_many_rows = kernel.max_m().is_some_and(|rows| case.m > rows as usize);
-                    assert!(
-                        g.gemm.wave(kernel) == 0 || too_many_rows,
-                        "{kernel:?} refused {case:?}"
-                    );
+                    assert!(g.gemm.wave(kernel) == 0 || too_many_rows, "{kernel:?} refused {case:?}");
                     continue;
                 }
                 let p = common::check(&g, &case.force(kernel), &mut rng).expect("ran");
-                assert_eq!((p.repack_x, p.repack_w), (rx && kernel.needs_aligned_rows(), rw_for(kernel)), "{p:?} for {case:?}");
+                assert_eq!(
+                    (p.repack_x, p.repack_w),
+                    (rx && kernel.needs_aligned_rows(), rw_for(kernel)),
+                    "{p:?} for {case:?}"
+                );
             }
         }
     }
@@ -267,7 +267,10 @@ fn k_zero_gives_the_epilogue_of_the_bias() {
             // these 70 rows of X); every other kernel this device can run ran above.
             for (case, kernel) in refusing(&g, &base) {
                 let too_many_rows = kernel.max_m().is_some_and(|rows| case.m > rows as usize);
-                assert!(kernel.family() == Family::TmaWgmma || too_many_rows || g.gemm.wave(kernel) == 0, "{kernel:?} refused K = 0");
+                assert!(
+                    kernel.family() == Family::TmaWgmma || too_many_rows || g.gemm.wave(kernel) == 0,
+                    "{kernel:?} refused K = 0"
+                );
                 common::expect_refused(&g, &case, kernel, &mut rng);
             }
         }
@@ -525,7 +528,11 @@ fn linear_forward_matches_run() {
         let layer = Linear::new(gemm.clone(), w, b, k, n, scale).expect("Linear::new");
         assert_eq!((layer.in_features(), layer.out_features(), layer.scale()), (k, n, scale));
         let pw = layer.prepared_weight();
-        assert_eq!((pw.rows(), pw.cols(), pw.ld(), pw.precision()), (n, k, k.next_multiple_of(32), gemm.precision()), "{case:?}");
+        assert_eq!(
+            (pw.rows(), pw.cols(), pw.ld(), pw.precision()),
+            (n, k, k.next_multiple_of(32), gemm.precision()),
+            "{case:?}"
+        );
         let x = g.stream.clone_htod(&inputs.x[..m * k]).unwrap();
         let xv = MatrixRef::from_slice(&x, m, k);
         let bias_view = layer.bias().map(|b| b.as_view());
@@ -541,7 +548,15 @@ fn linear_forward_matches_run() {
                 let len = gemm.workspace_len(&g.stream, &xv, pw).expect("workspace_len");
                 if len > 0 {
                     let mut ws = g.stream.clone_htod(&common::poisoned(len)).unwrap();
-                    gemm.run_with_workspace(&g.stream, &xv, pw, bias_view.as_ref(), scale, &mut o, &mut ws.as_view_mut())
+                    gemm.run_with_workspace(
+                        &g.stream,
+                        &xv,
+                        pw,
+                        bias_view.as_ref(),
+                        scale,
+                        &mut o,
+                        &mut ws.as_view_mut(),
+                    )
                 } else {
                     gemm.run(&g.stream, &xv, pw, bias_view.as_ref(), scale, &mut o)
                 }
@@ -554,7 +569,10 @@ fn linear_forward_matches_run() {
         // The same call through the harness (W prepared by an equal handle), with its checks.
         let outcome = common::execute(&g, &case.workspace(true), &inputs, true);
         common::verify(&case, &inputs, &outcome, &mut rng);
-        assert!(bits(&y) == bits(&outcome.fused), "Linear::forward differs from the harness's run_with_workspace for {case:?}");
+        assert!(
+            bits(&y) == bits(&outcome.fused),
+            "Linear::forward differs from the harness's run_with_workspace for {case:?}"
+        );
 
         // forward_into a strided, poisoned output ≡ run on the prepared weight, no workspace.
         let ldo = n + 3;
@@ -567,7 +585,10 @@ fn linear_forward_matches_run() {
         let dense = common::take_view_checked(&host, 0, m, n, ldo, "forward_into");
         let run = common::execute(&g, &case.pad(0, 0, ldo - n), &inputs, false);
         assert_eq!(plan, run.plan, "{case:?}");
-        assert!(bits(&dense) == bits(&run.fused), "forward_into differs from run on a prepared weight for {case:?} ({plan:?})");
+        assert!(
+            bits(&dense) == bits(&run.fused),
+            "forward_into differs from run on a prepared weight for {case:?} ({plan:?})"
+        );
     }
 }
 
@@ -643,7 +664,8 @@ fn linear_forward_of_empty_or_unallocatable_outputs() {
     };
     // K = 0: x of any number of rows is the empty buffer; v = b.
     let n = 1usize << 20;
-    let layer = Linear::new(g.gemm.clone(), g.stream.null::<f32>().expect("null"), None, 0, n, 0.5).expect("a layer with in_features = 0");
+    let layer = Linear::new(g.gemm.clone(), g.stream.null::<f32>().expect("null"), None, 0, n, 0.5)
+        .expect("a layer with in_features = 0");
     assert!(matches!(layer.forward(&empty, 0), Ok(None)), "rows = 0 must give Ok(None)");
     // 2^40 · 2^20 elements: no device has 4 EiB.
     match layer.forward(&empty, 1 << 40) {
@@ -659,8 +681,8 @@ fn linear_forward_of_empty_or_unallocatable_outputs() {
         r => panic!("a 4 PiB output must be an error, got {r:?}"),
     }
     // A layer with out_features = 0: any batch gives Ok(None).
-    let layer = Linear::new(g.gemm.clone(), g.stream.null::<f32>().expect("null"), None, 64, 0, 0.5).expect("out_features = 0");
+    let layer =
+        Linear::new(g.gemm.clone(), g.stream.null::<f32>().expect("null"), None, 64, 0, 0.5).expect("out_features = 0");
     let x = g.stream.clone_htod(&vec![1.0f32; 3 * 64]).unwrap();
     assert!(matches!(layer.forward(&x, 3), Ok(None)), "out_features = 0 must give Ok(None)");
 }
-

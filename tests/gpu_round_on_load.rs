@@ -58,18 +58,35 @@ fn auto_rounds_on_load_as_the_host_rounds() {
             // Decoding sizes: Auto's GEMV and skinny kernels round in registers, ties away
             // (gpu_rounding holds each to its truncating twin on operands rounded on the host),
             // not on load.
-            assert!(m <= 16 && !pa.round_on_load && pa.precision == Precision::Tf32 && !pa.repack_x && !pa.repack_w, "{pa:?}");
+            assert!(
+                m <= 16 && !pa.round_on_load && pa.precision == Precision::Tf32 && !pa.repack_x && !pa.repack_w,
+                "{pa:?}"
+            );
             println!("{m}x{n}x{k}: {:?}, not rounded on load: {pa:?}", pa.kernel.family());
             continue;
         }
         assert!(pa.round_on_load && pa.kernel.can_round_on_load(), "Auto on sm_90 rounds on load: {pa:?}");
         assert_eq!((pa.precision, pa.repack_x, pa.repack_w), (Precision::Tf32, false, false), "{pa:?}");
         let forced = truncating.with_dispatch(Dispatch::Force(pa.kernel));
-        let (pt, ot) = run(&g, &forced, &xr, &MatrixRef::from_slice(&wr, n, k), b.as_ref(), (m, n, k), h.scale, h.ldo, ws.as_mut());
+        let (pt, ot) = run(
+            &g,
+            &forced,
+            &xr,
+            &MatrixRef::from_slice(&wr, n, k),
+            b.as_ref(),
+            (m, n, k),
+            h.scale,
+            h.ldo,
+            ws.as_mut(),
+        );
         let what = format!("Auto ({:?}, round on load) on (X, W) vs the same kernel truncating rne(X), rne(W) (rna(W) prepared), {m}x{n}x{k}, workspace {}", pa.kernel, ws.is_some());
         let schedule = |p: &Plan| (p.kernel, p.grid, p.cluster, p.stream_k_tiles, p.stream_k_ctas, p.tma_store);
         assert_eq!(schedule(&pa), schedule(&pt), "{what}: {pa:?} vs {pt:?}");
-        assert_eq!((pt.precision, pt.round_on_load, pt.repack_x, pt.repack_w), (Precision::Tf32Truncated, false, false, false), "{what}: {pt:?}");
+        assert_eq!(
+            (pt.precision, pt.round_on_load, pt.repack_x, pt.repack_w),
+            (Precision::Tf32Truncated, false, false, false),
+            "{what}: {pt:?}"
+        );
         common::assert_bitwise(&oa, &ot, n, &what);
         println!("{m}x{n}x{k}: bitwise equal, {pa:?}");
         picked.insert(format!("{:?}", pa.kernel));
@@ -92,7 +109,16 @@ fn the_tma_rounds_on_load_through_identities() {
     let mut bad = Vec::new();
     for kernel in Kernel::ALL.into_iter().filter(|k| k.can_round_on_load()) {
         let gemm = nearest.with_dispatch(Dispatch::Force(kernel));
-        for &(rows, k, pad) in &[(1usize, 4usize, 0usize), (8, 16, 4), (63, 16, 4), (65, 16, 0), (64, 32, 0), (65, 36, 4), (130, 68, 4), (300, 260, 0)] {
+        for &(rows, k, pad) in &[
+            (1usize, 4usize, 0usize),
+            (8, 16, 4),
+            (63, 16, 4),
+            (65, 16, 0),
+            (64, 32, 0),
+            (65, 36, 4),
+            (130, 68, 4),
+            (300, 260, 0),
+        ] {
             let ld = k + pad;
             let mut v = common::fill(rows * ld, &mut rng, |r| r.sym(1.0));
             for (i, e) in v.iter_mut().enumerate() {

@@ -42,7 +42,10 @@ fn tf32_rna_rounds_to_nearest_ties_away() {
     for bits in [0x3e99_999au32, 0xbf31_7218, 0x4049_0fdb, 0x0080_0000] {
         let (v, r) = (f32::from_bits(bits), tf32_rna(f32::from_bits(bits)));
         assert_eq!(r.to_bits() & 0x1fff, 0, "{v:e} -> {r:e} is a TF32 value");
-        assert!((r as f64 - v as f64).abs() <= (tf32_trunc(v) as f64 - v as f64).abs().max(2f64.powi(-11) * v.abs() as f64), "{v:e} -> {r:e}");
+        assert!(
+            (r as f64 - v as f64).abs() <= (tf32_trunc(v) as f64 - v as f64).abs().max(2f64.powi(-11) * v.abs() as f64),
+            "{v:e} -> {r:e}"
+        );
     }
 }
 
@@ -79,7 +82,11 @@ fn assert_twin_plans(rounding: &Plan, trunc: &Plan, what: &str) {
     for p in [rounding, trunc] {
         assert!(!p.repack_x && !p.repack_w, "{what}: nothing may be repacked (it would round on the device): {p:?}");
     }
-    assert_eq!((rounding.precision, trunc.precision), (Precision::Tf32, Precision::Tf32Truncated), "{what}: {rounding:?} vs {trunc:?}");
+    assert_eq!(
+        (rounding.precision, trunc.precision),
+        (Precision::Tf32, Precision::Tf32Truncated),
+        "{what}: {rounding:?} vs {trunc:?}"
+    );
     assert_eq!(common::trunc_twin(rounding.kernel), Some(trunc.kernel), "{what}");
 }
 
@@ -104,9 +111,18 @@ fn register_rounding(g: &Gpu, kernel: Kernel, test: &str) {
         let (xd, wd) = (g.stream.clone_htod(&x).unwrap(), g.stream.clone_htod(&eye).unwrap());
         let prepared = kg.prepare_weight(&g.stream, &MatrixRef::from_slice(&wd, k, k)).expect("prepare_weight");
         let (plan, out) = run(g, &kg, &xd, &prepared, None, (m, k, k), 0.0, k, None);
-        assert_eq!((plan.kernel, plan.precision, plan.repack_x, plan.repack_w), (kernel, Precision::Tf32, false, false), "{plan:?}");
+        assert_eq!(
+            (plan.kernel, plan.precision, plan.repack_x, plan.repack_w),
+            (kernel, Precision::Tf32, false, false),
+            "{plan:?}"
+        );
         let want: Vec<f32> = x.iter().copied().map(tf32_rna).collect();
-        common::assert_bitwise(&out, &want, k, &format!("{kernel:?}: X ({m}x{k}) through an identity W must come out rounded to nearest, ties away"));
+        common::assert_bitwise(
+            &out,
+            &want,
+            k,
+            &format!("{kernel:?}: X ({m}x{k}) through an identity W must come out rounded to nearest, ties away"),
+        );
     }
 
     let mut problems = SHAPES.to_vec();
@@ -129,14 +145,22 @@ fn register_rounding(g: &Gpu, kernel: Kernel, test: &str) {
         );
         assert_eq!(lens.0, lens.1, "{kernel:?} and {twin:?} on {m}x{n}x{k} must ask for the same workspace");
         let mut ws = g.stream.clone_htod(&common::poisoned(lens.0.max(1))).expect("upload workspace");
-        let what = format!("{kernel:?} on (X, prepared W) vs {twin:?} on (rna(X), rna(W)), {m}x{n}x{k}, ldo {}, scale {}, bias {}", h.ldo, h.scale, h.b.is_some());
+        let what = format!(
+            "{kernel:?} on (X, prepared W) vs {twin:?} on (rna(X), rna(W)), {m}x{n}x{k}, ldo {}, scale {}, bias {}",
+            h.ldo,
+            h.scale,
+            h.b.is_some()
+        );
         let (pk, ok) = run(g, &kg, &x, &prepared, b.as_ref(), (m, n, k), h.scale, h.ldo, Some(&mut ws));
         let (pt, ot) = run(g, &tg, &xr, &wr, b.as_ref(), (m, n, k), h.scale, h.ldo, Some(&mut ws));
         assert_twin_plans(&pk, &pt, &what);
         let tiles = cluster_tiles(kernel, pb);
         match pb.sched {
             Sched::SplitK => assert_eq!(pk.stream_k_tiles, tiles, "{what}: split-K shares every tile: {pk:?}"),
-            Sched::Tail => assert!(pk.stream_k_tiles > 0 && pk.stream_k_tiles < tiles, "{what}: a shared tail of {tiles} tiles: {pk:?}"),
+            Sched::Tail => assert!(
+                pk.stream_k_tiles > 0 && pk.stream_k_tiles < tiles,
+                "{what}: a shared tail of {tiles} tiles: {pk:?}"
+            ),
             Sched::Any => {}
         }
         common::assert_bitwise(&ok, &ot, n, &what);
@@ -185,7 +209,11 @@ fn register_rounding_sm90_cooperative_128x256() {
 #[test]
 fn register_rounding_sm90_cooperative_128x256_cluster2() {
     let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Cluster2") else { return };
-    register_rounding(&g, Kernel::Sm90Cooperative128x256Cluster2, "register_rounding_sm90_cooperative_128x256_cluster2");
+    register_rounding(
+        &g,
+        Kernel::Sm90Cooperative128x256Cluster2,
+        "register_rounding_sm90_cooperative_128x256_cluster2",
+    );
 }
 
 /// The `register_rounding_*` test of a kernel: its symbol without `ge_`, the tile's K and the
@@ -220,12 +248,16 @@ fn every_rounding_kernel_has_a_twin_and_a_test() {
         assert_eq!(common::rounding_twin(twin), Some(k));
         let name = test_name(k);
         assert!(
-            source.contains(&format!("#[test]\nfn {name}() {{\n")) && source.contains(&format!("register_rounding(&g, Kernel::{k:?}, \"{name}\")")),
+            source.contains(&format!("#[test]\nfn {name}() {{\n"))
+                && source.contains(&format!("register_rounding(&g, Kernel::{k:?}, \"{name}\")")),
             "{k:?} has no test `{name}` in tests/gpu_rounding.rs"
         );
     }
     assert_eq!(test_name(Kernel::Sm90Pingpong64x128), "register_rounding_sm90_pingpong_64x128");
-    assert_eq!(test_name(Kernel::Sm90Cooperative128x256Cluster2), "register_rounding_sm90_cooperative_128x256_cluster2");
+    assert_eq!(
+        test_name(Kernel::Sm90Cooperative128x256Cluster2),
+        "register_rounding_sm90_cooperative_128x256_cluster2"
+    );
 }
 
 /// The rounding kernels round X themselves and read W as it is given, so a call never hands
@@ -240,7 +272,8 @@ fn rounding_kernels_round_an_unrounded_prepared_w_first() {
     let shapes = [p(300, 520, 2048, Sched::SplitK), p(129, 1000, 100, Sched::Any), p(1000, 1023, 1024, Sched::Any)];
     for kernel in common::rounding_w_readers() {
         let twin = common::trunc_twin(kernel).expect("a truncating twin");
-        let (kg, tg) = (truncating.with_dispatch(Dispatch::Force(kernel)), truncating.with_dispatch(Dispatch::Force(twin)));
+        let (kg, tg) =
+            (truncating.with_dispatch(Dispatch::Force(kernel)), truncating.with_dispatch(Dispatch::Force(twin)));
         for (i, pb) in shapes.iter().enumerate() {
             let (m, n, k) = (pb.m, pb.n, pb.k);
             let h = Host::generate(pb, i, &mut rng);
@@ -256,7 +289,9 @@ fn rounding_kernels_round_an_unrounded_prepared_w_first() {
             let mut ws = g.stream.clone_htod(&common::poisoned(len.max(1))).expect("upload workspace");
             let (pk, ok) = run(&g, &kg, &x, &prepared, b.as_ref(), (m, n, k), h.scale, h.ldo, Some(&mut ws));
             let (pt, ot) = run(&g, &tg, &xr, &wv, b.as_ref(), (m, n, k), h.scale, h.ldo, Some(&mut ws));
-            let what = format!("{kernel:?} on (X, W prepared by a truncating handle) vs {twin:?} on (rna(X), rna(W)), {m}x{n}x{k}");
+            let what = format!(
+                "{kernel:?} on (X, W prepared by a truncating handle) vs {twin:?} on (rna(X), rna(W)), {m}x{n}x{k}"
+            );
             let schedule = |p: &Plan| (p.grid, p.stream_k_tiles, p.stream_k_ctas);
             assert_eq!(schedule(&pk), schedule(&pt), "{what}: {pk:?} vs {pt:?}");
             assert!(!pk.repack_x && pk.repack_w, "{what}: W must be rounded into the workspace first: {pk:?}");
@@ -291,13 +326,21 @@ fn prepare_weight_rounds_to_nearest_ties_away() {
                     continue;
                 }
                 let gemm = g.gemm.with_precision(precision).with_dispatch(Dispatch::Force(kernel));
-                let prepared = gemm.prepare_weight(&g.stream, &MatrixRef::from_slice(&wd, n, k)).expect("prepare_weight");
-                assert_eq!((prepared.rows(), prepared.cols(), prepared.ld(), prepared.precision()), (n, k, k.next_multiple_of(32), precision));
+                let prepared =
+                    gemm.prepare_weight(&g.stream, &MatrixRef::from_slice(&wd, n, k)).expect("prepare_weight");
+                assert_eq!(
+                    (prepared.rows(), prepared.cols(), prepared.ld(), prepared.precision()),
+                    (n, k, k.next_multiple_of(32), precision)
+                );
                 let (plan, out) = run(&g, &gemm, &xd, &prepared, None, (k, n, k), 0.0, n, None);
                 // The TMA kernel under the rounding handle rounds on load: W prepared rounded
                 // comes through unchanged (rounding is idempotent), and the identity X is exact.
                 let on_load = kernel.can_round_on_load() && precision == Precision::Tf32;
-                assert_eq!((plan.kernel, plan.precision, plan.round_on_load), (kernel, if on_load { Precision::Tf32 } else { Precision::Tf32Truncated }, on_load), "{plan:?}");
+                assert_eq!(
+                    (plan.kernel, plan.precision, plan.round_on_load),
+                    (kernel, if on_load { Precision::Tf32 } else { Precision::Tf32Truncated }, on_load),
+                    "{plan:?}"
+                );
                 // out[i][j] = W[j][i], as prepared.
                 let want: Vec<f32> = (0..k * n).map(|e| f(w[(e % n) * k + e / n])).collect();
                 common::assert_bitwise(&out, &want, n, &format!("W ({n}x{k}) prepared by a {precision:?} handle, read back through an identity X by {kernel:?} (row i, col j = W[j][i])"));
@@ -323,10 +366,17 @@ fn assert_twin_on_rounded_operands(g: &Gpu, rng: &mut common::Rng, kernel: Kerne
         let up = |v: &[f32]| g.stream.clone_htod(v).expect("upload");
         let (x, w, xr, wr) = (up(&h.x), up(&h.w), up(&xr), up(&wr));
         let b = h.b.as_deref().map(up);
-        let what = format!("{kernel:?} on (X, W) vs {twin:?} on (rna(X), rna(W)), {m}x{n}x{k}, ldo {}, scale {}", h.ldo, h.scale);
+        let what = format!(
+            "{kernel:?} on (X, W) vs {twin:?} on (rna(X), rna(W)), {m}x{n}x{k}, ldo {}, scale {}",
+            h.ldo, h.scale
+        );
         let (pk, ok) = run(g, &kg, &x, &MatrixRef::from_slice(&w, n, k), b.as_ref(), (m, n, k), h.scale, h.ldo, None);
         let (pt, ot) = run(g, &tg, &xr, &MatrixRef::from_slice(&wr, n, k), b.as_ref(), (m, n, k), h.scale, h.ldo, None);
-        assert_eq!((pk.kernel, pk.precision, pt.precision), (kernel, Precision::Tf32, Precision::Tf32Truncated), "{what}");
+        assert_eq!(
+            (pk.kernel, pk.precision, pt.precision),
+            (kernel, Precision::Tf32, Precision::Tf32Truncated),
+            "{what}"
+        );
         assert_eq!((pk.grid, pk.cluster), (pt.grid, pt.cluster), "{what}: the twins must launch alike");
         common::assert_bitwise(&ok, &ot, n, &what);
         clusters.push(pk.cluster);
@@ -345,8 +395,15 @@ fn skinny_register_rounding() {
     let mut rng = common::rng("skinny_register_rounding");
     for kernel in Kernel::ALL.into_iter().filter(|k| k.family() == Family::Skinny && k.precision() == Precision::Tf32) {
         let rows = kernel.max_m().expect("a skinny kernel's rows") as usize;
-        let shapes = [p(1, 1, 4, Sched::Any), p(rows, 33, 1024, Sched::Any), p(rows / 2 + 1, 768, 3072, Sched::Any), p(1, 64, 16384, Sched::Any), p(rows, 4096, 1028, Sched::Any)];
-        let splits: std::collections::BTreeSet<u32> = assert_twin_on_rounded_operands(&g, &mut rng, kernel, &shapes).into_iter().collect();
+        let shapes = [
+            p(1, 1, 4, Sched::Any),
+            p(rows, 33, 1024, Sched::Any),
+            p(rows / 2 + 1, 768, 3072, Sched::Any),
+            p(1, 64, 16384, Sched::Any),
+            p(rows, 4096, 1028, Sched::Any),
+        ];
+        let splits: std::collections::BTreeSet<u32> =
+            assert_twin_on_rounded_operands(&g, &mut rng, kernel, &shapes).into_iter().collect();
         assert!(splits.contains(&1) && splits.contains(&8), "{kernel:?}: splits {splits:?}");
     }
 }
@@ -362,7 +419,13 @@ fn gemv_register_rounding() {
     let mut ran = 0;
     for kernel in Kernel::ALL.into_iter().filter(|k| k.family() == Family::Gemv && k.precision() == Precision::Tf32) {
         let rows = kernel.max_m().expect("a GEMV kernel's rows") as usize;
-        let shapes = [p(1, 1, 4, Sched::Any), p(rows, 33, 1024, Sched::Any), p(rows.div_ceil(2), 771, 3076, Sched::Any), p(1, 64, 16384, Sched::Any), p(rows, 4097, 1028, Sched::Any)];
+        let shapes = [
+            p(1, 1, 4, Sched::Any),
+            p(rows, 33, 1024, Sched::Any),
+            p(rows.div_ceil(2), 771, 3076, Sched::Any),
+            p(1, 64, 16384, Sched::Any),
+            p(rows, 4097, 1028, Sched::Any),
+        ];
         ran += assert_twin_on_rounded_operands(&g, &mut rng, kernel, &shapes).len();
     }
     assert_eq!(ran, 15, "three GEMV tiles, five shapes each");

@@ -81,7 +81,9 @@ fn run_shapes(g: &Gpu, dispatch: Dispatch, test: &str) {
 /// [`run_shapes`] with `FusedGemm::with_precision(precision)`; every fourth triple with a workspace,
 /// every fourth (another) with a prepared W.
 fn run_shapes_rounded(g: &Gpu, dispatch: Dispatch, precision: Precision, test: &str) {
-    run_shapes_with(g, dispatch, test, |i, _, case| case.precision(precision).workspace(i % 4 == 1).prepared_w(i % 4 == 3));
+    run_shapes_with(g, dispatch, test, |i, _, case| {
+        case.precision(precision).workspace(i % 4 == 1).prepared_w(i % 4 == 3)
+    });
 }
 
 /// [`run_shapes`] for a kernel that reads W rounded ([`Kernel::needs_rounded_w`]): the cases
@@ -97,7 +99,10 @@ fn run_shapes_rounding_w(g: &Gpu, dispatch: Dispatch, test: &str) {
         _ => case,
     });
     if g.gemm.wave(kernel_of(dispatch)) > 0 {
-        assert!(prepared > 0 && ran > prepared && refused > 0, "{test}: {ran} ran ({prepared} prepared), {refused} refused");
+        assert!(
+            prepared > 0 && ran > prepared && refused > 0,
+            "{test}: {ran} ran ({prepared} prepared), {refused} refused"
+        );
     }
 }
 
@@ -113,7 +118,10 @@ fn run_shapes_split_w(g: &Gpu, dispatch: Dispatch, test: &str) {
         _ => case,
     });
     if g.gemm.wave(kernel_of(dispatch)) > 0 {
-        assert!(prepared > 0 && ran > prepared && refused > 0, "{test}: {ran} ran ({prepared} prepared), {refused} refused");
+        assert!(
+            prepared > 0 && ran > prepared && refused > 0,
+            "{test}: {ran} ran ({prepared} prepared), {refused} refused"
+        );
     }
 }
 
@@ -127,7 +135,12 @@ fn kernel_of(dispatch: Dispatch) -> Kernel {
 /// The loop of [`run_shapes`]: `vary(triple index, bias index, case)` sets each case's
 /// precision, workspace and W. Returns how many cases ran, how many were refused, and how many of
 /// those that ran had a prepared W.
-fn run_shapes_with(g: &Gpu, dispatch: Dispatch, test: &str, vary: impl Fn(usize, usize, Case) -> Case) -> (usize, usize, usize) {
+fn run_shapes_with(
+    g: &Gpu,
+    dispatch: Dispatch,
+    test: &str,
+    vary: impl Fn(usize, usize, Case) -> Case,
+) -> (usize, usize, usize) {
     if let Dispatch::Force(kernel) = dispatch {
         if g.gemm.wave(kernel) == 0 {
             // E.g. the 128×256 tile's 144 KiB of shared memory on a device with less.
@@ -217,7 +230,9 @@ fn shapes_auto_truncate() {
 fn shapes_auto_prepared_weight() {
     let Some(g) = common::gpu() else { return };
     assert_eq!(g.gemm.precision(), Precision::Tf32, "the default rounding");
-    run_shapes_with(&g, Dispatch::Auto, "shapes_auto_prepared_weight", |i, _, case| case.prepared_w(true).workspace(i % 2 == 1));
+    run_shapes_with(&g, Dispatch::Auto, "shapes_auto_prepared_weight", |i, _, case| {
+        case.prepared_w(true).workspace(i % 2 == 1)
+    });
 }
 
 #[test]
@@ -241,13 +256,23 @@ fn shapes_sm80_mma_64x64_vec4() {
 #[test]
 fn shapes_sm80_mma_64x64_vec4_x3() {
     let Some(g) = common::gpu() else { return };
-    run_shapes_rounded(&g, Dispatch::Force(Kernel::Sm80Mma64x64Vec4Tf32x3), Precision::Tf32x3, "shapes_sm80_mma_64x64_vec4_x3");
+    run_shapes_rounded(
+        &g,
+        Dispatch::Force(Kernel::Sm80Mma64x64Vec4Tf32x3),
+        Precision::Tf32x3,
+        "shapes_sm80_mma_64x64_vec4_x3",
+    );
 }
 
 #[test]
 fn shapes_sm80_mma_64x64_scalar_x3() {
     let Some(g) = common::gpu() else { return };
-    run_shapes_rounded(&g, Dispatch::Force(Kernel::Sm80Mma64x64ScalarTf32x3), Precision::Tf32x3, "shapes_sm80_mma_64x64_scalar_x3");
+    run_shapes_rounded(
+        &g,
+        Dispatch::Force(Kernel::Sm80Mma64x64ScalarTf32x3),
+        Precision::Tf32x3,
+        "shapes_sm80_mma_64x64_scalar_x3",
+    );
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple that
@@ -261,7 +286,11 @@ fn shapes_sm90_cooperative_128x128_x3() {
 #[test]
 fn shapes_sm90_cooperative_128x128_cluster2_x3() {
     let Some(g) = common::hopper_gpu("Sm90Cooperative128x128Cluster2Tf32x3") else { return };
-    run_shapes_split_w(&g, Dispatch::Force(Kernel::Sm90Cooperative128x128Cluster2Tf32x3), "shapes_sm90_cooperative_128x128_cluster2_x3");
+    run_shapes_split_w(
+        &g,
+        Dispatch::Force(Kernel::Sm90Cooperative128x128Cluster2Tf32x3),
+        "shapes_sm90_cooperative_128x128_cluster2_x3",
+    );
 }
 
 #[test]
@@ -301,7 +330,11 @@ fn shapes_sm90_pingpong_64x64_trunc() {
 #[test]
 fn shapes_sm90_pingpong_128x128_cluster2_trunc() {
     let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Cluster2Trunc") else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2Trunc), "shapes_sm90_pingpong_128x128_cluster2_trunc");
+    run_shapes(
+        &g,
+        Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2Trunc),
+        "shapes_sm90_pingpong_128x128_cluster2_trunc",
+    );
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
@@ -315,7 +348,11 @@ fn shapes_sm90_cooperative_128x256_trunc() {
 #[test]
 fn shapes_sm90_cooperative_128x256_cluster2_trunc() {
     let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Cluster2Trunc") else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm90Cooperative128x256Cluster2Trunc), "shapes_sm90_cooperative_128x256_cluster2_trunc");
+    run_shapes(
+        &g,
+        Dispatch::Force(Kernel::Sm90Cooperative128x256Cluster2Trunc),
+        "shapes_sm90_cooperative_128x256_cluster2_trunc",
+    );
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple that
@@ -347,7 +384,11 @@ fn shapes_sm90_pingpong_64x64() {
 #[test]
 fn shapes_sm90_pingpong_128x128_cluster2() {
     let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Cluster2") else { return };
-    run_shapes_rounding_w(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2), "shapes_sm90_pingpong_128x128_cluster2");
+    run_shapes_rounding_w(
+        &g,
+        Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2),
+        "shapes_sm90_pingpong_128x128_cluster2",
+    );
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple that
@@ -363,7 +404,11 @@ fn shapes_sm90_cooperative_128x256() {
 #[test]
 fn shapes_sm90_cooperative_128x256_cluster2() {
     let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Cluster2") else { return };
-    run_shapes_rounding_w(&g, Dispatch::Force(Kernel::Sm90Cooperative128x256Cluster2), "shapes_sm90_cooperative_128x256_cluster2");
+    run_shapes_rounding_w(
+        &g,
+        Dispatch::Force(Kernel::Sm90Cooperative128x256Cluster2),
+        "shapes_sm90_cooperative_128x256_cluster2",
+    );
 }
 
 /// The 2-CTA cluster kernels where their two CTAs differ: M not a multiple of 256 puts the
@@ -388,9 +433,9 @@ fn cluster2_out_of_range_rows() {
     cases.push(Case::new(129, 16384, 40).bias(false)); // second CTA: one row per tile
     cases.push(Case::new(4097, 1025, 68)); // 17 × 9 cluster tiles, last row: 1 row
     cases.push(Case::new(2000, 4096, 260).pad(4, 8, 3)); // strided, last cluster row: 208 rows
-    // The truncating cluster kernels on W as given, and their rounding twins on a prepared W
-    // (even cases) or on W rounded into the workspace (odd cases; too little K and too few
-    // waves here for stream-K).
+                                                         // The truncating cluster kernels on W as given, and their rounding twins on a prepared W
+                                                         // (even cases) or on W rounded into the workspace (odd cases; too little K and too few
+                                                         // waves here for stream-K).
     let trunc = [Kernel::Sm90Pingpong128x128Cluster2Trunc, Kernel::Sm90Cooperative128x256Cluster2Trunc];
     let rounding = trunc.map(|k| common::rounding_twin(k).expect("a rounding twin"));
     for kernel in trunc.into_iter().chain(rounding) {
@@ -446,10 +491,7 @@ fn small_shapes_every_kernel() {
                 common::check(&g, &case.force(kernel), &mut rng);
             } else {
                 let too_many_rows = kernel.max_m().is_some_and(|rows| case.m > rows as usize);
-                assert!(
-                    g.gemm.wave(kernel) == 0 || too_many_rows,
-                    "{kernel:?} refused {case:?}"
-                );
+                assert!(g.gemm.wave(kernel) == 0 || too_many_rows, "{kernel:?} refused {case:?}");
             }
         }
         common::check(&g, &case, &mut rng);
@@ -467,7 +509,9 @@ fn small_shapes_every_kernel() {
         // Split-K through the workspace: 15 tiles over 30 CTAs, for the truncating kernel on W as
         // given and for its rounding twin on a prepared W (nothing repacked).
         let split = Case::new(300, 520, 512).workspace(true);
-        for case in [split.force(Kernel::Sm90Pingpong128x128Trunc), split.force(Kernel::Sm90Pingpong128x128).prepared_w(true)] {
+        for case in
+            [split.force(Kernel::Sm90Pingpong128x128Trunc), split.force(Kernel::Sm90Pingpong128x128).prepared_w(true)]
+        {
             let plan = common::check(&g, &case, &mut rng).expect("ran");
             assert!(plan.stream_k_tiles == 15 && plan.grid == 30 && !plan.repack_x && !plan.repack_w, "{plan:?}");
         }
@@ -488,18 +532,18 @@ fn stream_k_shapes() {
     let mut rng = common::rng("stream_k_shapes");
     // (M, N, K, stream-K tiles the plan must have); 128×128 tiles, 132 SMs.
     let shapes = [
-        (1, 4096, 4096, 32),        // 32 tiles: split-K, 4 CTAs a tile
-        (1, 4096, 4000, 32),        // 4 CTAs a tile, 125 k-blocks: CTAs straddle tiles
-        (129, 1000, 2048, 16),      // 16 tiles, M and N tails
-        (300, 520, 512, 15),        // 15 tiles, 2 CTAs a tile
-        (64, 8064, 680, 63),        // 63 tiles, 2 CTAs a tile, 22 k-blocks (the last one partial)
-        (64, 8192, 680, 0),         // 64 tiles: no split (SPLIT_K_MAX_TILES), though half a wave allows 2 parts
-        (384, 4096, 1024, 0),       // 96 tiles, more than half a wave: one CTA a tile
-        (1280, 1792, 1024, 0),      // 140 tiles: plain persistent
-        (4096, 4096, 4096, 0),      // 1024 tiles, 7 waves: plain persistent
-        (67918, 252, 1544, 138),    // 1062 tiles = 8 waves + 6: those 6 and the wave before
-        (70783, 253, 1540, 50),     // 1106 tiles = 8 waves + 50: those 50 (49 k-blocks each)
-        (73983, 253, 64, 0),        // 1156 tiles = 8 waves + 100: not shared (2 k-blocks each; over 3/5 of a wave)
+        (1, 4096, 4096, 32),     // 32 tiles: split-K, 4 CTAs a tile
+        (1, 4096, 4000, 32),     // 4 CTAs a tile, 125 k-blocks: CTAs straddle tiles
+        (129, 1000, 2048, 16),   // 16 tiles, M and N tails
+        (300, 520, 512, 15),     // 15 tiles, 2 CTAs a tile
+        (64, 8064, 680, 63),     // 63 tiles, 2 CTAs a tile, 22 k-blocks (the last one partial)
+        (64, 8192, 680, 0),      // 64 tiles: no split (SPLIT_K_MAX_TILES), though half a wave allows 2 parts
+        (384, 4096, 1024, 0),    // 96 tiles, more than half a wave: one CTA a tile
+        (1280, 1792, 1024, 0),   // 140 tiles: plain persistent
+        (4096, 4096, 4096, 0),   // 1024 tiles, 7 waves: plain persistent
+        (67918, 252, 1544, 138), // 1062 tiles = 8 waves + 6: those 6 and the wave before
+        (70783, 253, 1540, 50),  // 1106 tiles = 8 waves + 50: those 50 (49 k-blocks each)
+        (73983, 253, 64, 0),     // 1156 tiles = 8 waves + 100: not shared (2 k-blocks each; over 3/5 of a wave)
     ];
     if g.gemm.device().sm_count != 132 {
         println!("note: the stream-K tile counts below assume 132 SMs; checking results only");
@@ -514,7 +558,10 @@ fn stream_k_shapes() {
         // The truncating kernel on W as given, then its rounding twin on a prepared W (even
         // shapes) or on W rounded into the workspace ahead of the partial tiles (odd shapes):
         // the same tiles, so the same stream-K.
-        let cases = [base.force(Kernel::Sm90Pingpong128x128Trunc), base.force(Kernel::Sm90Pingpong128x128).prepared_w(i % 2 == 0)];
+        let cases = [
+            base.force(Kernel::Sm90Pingpong128x128Trunc),
+            base.force(Kernel::Sm90Pingpong128x128).prepared_w(i % 2 == 0),
+        ];
         let mut plans = Vec::new();
         for case in cases {
             let plan = common::check_inputs(&g, &case, &inputs, &mut rng).expect("ran");
@@ -544,30 +591,31 @@ fn stream_k_shapes() {
 fn stream_k_shapes_clusters_and_cooperative() {
     let Some(g) = common::hopper_gpu("stream-K of the cluster and cooperative kernels") else { return };
     let mut rng = common::rng("stream_k_shapes_clusters_and_cooperative");
-    let counts_known = g.gemm.device().sm_count == 132 && g.gemm.wave(Kernel::Sm90Cooperative128x256Cluster2Trunc) == 66;
+    let counts_known =
+        g.gemm.device().sm_count == 132 && g.gemm.wave(Kernel::Sm90Cooperative128x256Cluster2Trunc) == 66;
     if !counts_known {
         println!("note: the stream-K tile counts below assume 132 SMs and 66 clusters; checking results only");
     }
     // (kernel, M, N, K, stream-K (cluster) tiles the plan must have)
     let cases = [
-        (Kernel::Sm90Cooperative128x256Trunc, 1, 4096, 4096, 16),           // 16 tiles of 128×256, 8 CTAs a tile
-        (Kernel::Sm90Cooperative128x256Trunc, 300, 1000, 512, 12),          // 12 tiles, 2 CTAs a tile, M and N tails
-        (Kernel::Sm90Cooperative128x256Trunc, 45061, 520, 1540, 135),       // 1059 tiles = 8 waves + 3: with the wave before
-        (Kernel::Sm90Cooperative128x256Cluster2Trunc, 1, 4096, 4096, 16),   // 16 cluster tiles of 256×256, 4 clusters a tile
-        (Kernel::Sm90Cooperative128x256Cluster2Trunc, 129, 1000, 2048, 4),  // second CTA: one row
+        (Kernel::Sm90Cooperative128x256Trunc, 1, 4096, 4096, 16), // 16 tiles of 128×256, 8 CTAs a tile
+        (Kernel::Sm90Cooperative128x256Trunc, 300, 1000, 512, 12), // 12 tiles, 2 CTAs a tile, M and N tails
+        (Kernel::Sm90Cooperative128x256Trunc, 45061, 520, 1540, 135), // 1059 tiles = 8 waves + 3: with the wave before
+        (Kernel::Sm90Cooperative128x256Cluster2Trunc, 1, 4096, 4096, 16), // 16 cluster tiles of 256×256, 4 clusters a tile
+        (Kernel::Sm90Cooperative128x256Cluster2Trunc, 129, 1000, 2048, 4), // second CTA: one row
         (Kernel::Sm90Cooperative128x256Cluster2Trunc, 300, 520, 512, 6),
         (Kernel::Sm90Cooperative128x256Cluster2Trunc, 45061, 520, 1544, 69), // 531 = 8 waves of 66 + 3
         (Kernel::Sm90Pingpong128x128Cluster2Trunc, 1, 4096, 4096, 32),
         (Kernel::Sm90Pingpong128x128Cluster2Trunc, 300, 520, 512, 10),
-        (Kernel::Sm90Pingpong128x128Cluster2Trunc, 45061, 520, 1540, 27),   // 885 = 13 waves of 66 + 27
-        (Kernel::Sm90Pingpong128x128Cluster2Trunc, 45061, 520, 96, 0),      // the same, 3 k-blocks a tile: not shared
-        (Kernel::Sm90Pingpong64x128Trunc, 1, 4096, 4096, 32),               // 32 tiles of 64×128, 4 CTAs a tile
-        (Kernel::Sm90Pingpong64x128Trunc, 129, 1000, 2600, 24),             // 24 tiles, 5 CTAs a tile (82 k-blocks, the last partial), M and N tails
-        (Kernel::Sm90Pingpong64x128Trunc, 39673, 520, 1540, 64),            // 3100 tiles = 23 waves + 64: those 64
-        (Kernel::Sm90Pingpong64x128Trunc, 40000, 520, 1540, 0),             // 3125 tiles = 23 waves + 89: over 3/5 of a wave, not shared
-        (Kernel::Sm90Pingpong64x128Trunc, 17216, 512, 1540, 152),           // 1076 = 8 waves + 20: with the wave before
-        (Kernel::Sm90Pingpong64x64Trunc, 1, 4032, 4096, 63),                // 63 tiles of 64×64, 2 CTAs a tile
-        (Kernel::Sm90Pingpong64x64Trunc, 100, 1000, 2048, 32),              // 32 tiles, 4 CTAs a tile, M and N tails
+        (Kernel::Sm90Pingpong128x128Cluster2Trunc, 45061, 520, 1540, 27), // 885 = 13 waves of 66 + 27
+        (Kernel::Sm90Pingpong128x128Cluster2Trunc, 45061, 520, 96, 0),    // the same, 3 k-blocks a tile: not shared
+        (Kernel::Sm90Pingpong64x128Trunc, 1, 4096, 4096, 32),             // 32 tiles of 64×128, 4 CTAs a tile
+        (Kernel::Sm90Pingpong64x128Trunc, 129, 1000, 2600, 24), // 24 tiles, 5 CTAs a tile (82 k-blocks, the last partial), M and N tails
+        (Kernel::Sm90Pingpong64x128Trunc, 39673, 520, 1540, 64), // 3100 tiles = 23 waves + 64: those 64
+        (Kernel::Sm90Pingpong64x128Trunc, 40000, 520, 1540, 0), // 3125 tiles = 23 waves + 89: over 3/5 of a wave, not shared
+        (Kernel::Sm90Pingpong64x128Trunc, 17216, 512, 1540, 152), // 1076 = 8 waves + 20: with the wave before
+        (Kernel::Sm90Pingpong64x64Trunc, 1, 4032, 4096, 63),    // 63 tiles of 64×64, 2 CTAs a tile
+        (Kernel::Sm90Pingpong64x64Trunc, 100, 1000, 2048, 32),  // 32 tiles, 4 CTAs a tile, M and N tails
     ];
     for (i, &(kernel, m, n, k, sk)) in cases.iter().enumerate() {
         let base = Case::new(m, n, k)
@@ -619,9 +667,9 @@ fn stream_k_shapes_mma_sync() {
     // many tiles that is depends on how many CTAs fit per SM, so the plan is checked against
     // the rule's invariants rather than fixed counts.
     let kernels = [
-        (Kernel::Sm80Mma128x256Vec4, (4352, 8192, 96)),      // 128×256, staged epilogue, rounding
+        (Kernel::Sm80Mma128x256Vec4, (4352, 8192, 96)), // 128×256, staged epilogue, rounding
         (Kernel::Sm80Mma128x128Vec4Trunc, (4352, 8192, 64)), // 128×128, truncating
-        (Kernel::Sm80Mma64x64Scalar, (4352, 8192, 33)),      // 64×64, 4-byte loads, K % 4 != 0
+        (Kernel::Sm80Mma64x64Scalar, (4352, 8192, 33)), // 64×64, 4-byte loads, K % 4 != 0
     ];
     for (i, &(kernel, tail_shape)) in kernels.iter().enumerate() {
         // CTAs resident at once: the wave stream-K shares tiles among (0: cannot run here, e.g.
@@ -733,7 +781,11 @@ fn reference_shape_sm80_mma_128x256_vec4() {
 #[test]
 fn reference_shape_sm80_mma_128x256_vec4_trunc() {
     let Some(g) = common::gpu() else { return };
-    reference_shape(&g, Dispatch::Force(Kernel::Sm80Mma128x256Vec4Trunc), "reference_shape_sm80_mma_128x256_vec4_trunc");
+    reference_shape(
+        &g,
+        Dispatch::Force(Kernel::Sm80Mma128x256Vec4Trunc),
+        "reference_shape_sm80_mma_128x256_vec4_trunc",
+    );
 }
 
 /// Round-to-nearest on the reference shape with a raw W and a workspace (stream-K shares the
@@ -767,25 +819,41 @@ fn reference_shape_sm90_pingpong_128x128() {
 #[test]
 fn reference_shape_sm90_pingpong_128x128_trunc() {
     let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Trunc") else { return };
-    reference_shape(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc), "reference_shape_sm90_pingpong_128x128_trunc");
+    reference_shape(
+        &g,
+        Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc),
+        "reference_shape_sm90_pingpong_128x128_trunc",
+    );
 }
 
 #[test]
 fn reference_shape_sm90_pingpong_128x128_cluster2_trunc() {
     let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Cluster2Trunc") else { return };
-    reference_shape(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2Trunc), "reference_shape_sm90_pingpong_128x128_cluster2_trunc");
+    reference_shape(
+        &g,
+        Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2Trunc),
+        "reference_shape_sm90_pingpong_128x128_cluster2_trunc",
+    );
 }
 
 #[test]
 fn reference_shape_sm90_cooperative_128x256_trunc() {
     let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Trunc") else { return };
-    reference_shape(&g, Dispatch::Force(Kernel::Sm90Cooperative128x256Trunc), "reference_shape_sm90_cooperative_128x256_trunc");
+    reference_shape(
+        &g,
+        Dispatch::Force(Kernel::Sm90Cooperative128x256Trunc),
+        "reference_shape_sm90_cooperative_128x256_trunc",
+    );
 }
 
 #[test]
 fn reference_shape_sm90_cooperative_128x256_cluster2_trunc() {
     let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Cluster2Trunc") else { return };
-    reference_shape(&g, Dispatch::Force(Kernel::Sm90Cooperative128x256Cluster2Trunc), "reference_shape_sm90_cooperative_128x256_cluster2_trunc");
+    reference_shape(
+        &g,
+        Dispatch::Force(Kernel::Sm90Cooperative128x256Cluster2Trunc),
+        "reference_shape_sm90_cooperative_128x256_cluster2_trunc",
+    );
 }
 
 /// The `shapes_*` test of a kernel: its symbol without the `ge_` prefix, the tile's K and the
@@ -801,7 +869,11 @@ fn shapes_test_name(kernel: Kernel) -> String {
         .map(|p| match p.split('x').collect::<Vec<_>>()[..] {
             [m, n, k] if digits(m) && digits(n) && digits(k) => {
                 let (tm, tn, tk) = kernel.tile();
-                assert_eq!(format!("{m}x{n}x{k}"), format!("{tm}x{tn}x{tk}"), "{kernel:?}: the symbol names another tile");
+                assert_eq!(
+                    format!("{m}x{n}x{k}"),
+                    format!("{tm}x{tn}x{tk}"),
+                    "{kernel:?}: the symbol names another tile"
+                );
                 format!("{m}x{n}")
             }
             _ => p.to_string(),
@@ -835,7 +907,8 @@ fn every_kernel_has_a_shapes_test() {
 fn run_shapes_skinny(g: &Gpu, dispatch: Dispatch, test: &str) {
     let kernel = kernel_of(dispatch);
     assert_eq!(kernel.family(), Family::Skinny, "{dispatch:?}");
-    let (ran, refused, _) = run_shapes_with(g, dispatch, test, |i, _, case| case.precision(kernel.precision()).workspace(i % 4 == 1));
+    let (ran, refused, _) =
+        run_shapes_with(g, dispatch, test, |i, _, case| case.precision(kernel.precision()).workspace(i % 4 == 1));
     if g.gemm.wave(kernel) > 0 {
         assert!(ran > 0 && refused > 0, "{test}: {ran} ran, {refused} refused");
     }
@@ -889,7 +962,8 @@ fn shapes_sm90_skinny_16x16_x3() {
 fn run_shapes_gemv(g: &Gpu, dispatch: Dispatch, test: &str) {
     let kernel = kernel_of(dispatch);
     assert_eq!(kernel.family(), Family::Gemv, "{dispatch:?}");
-    let (ran, refused, _) = run_shapes_with(g, dispatch, test, |i, _, case| case.precision(kernel.precision()).workspace(i % 4 == 1));
+    let (ran, refused, _) =
+        run_shapes_with(g, dispatch, test, |i, _, case| case.precision(kernel.precision()).workspace(i % 4 == 1));
     assert!(ran > 0 && refused > 0, "{test}: {ran} ran, {refused} refused");
 }
 
@@ -961,7 +1035,19 @@ fn skinny_shapes() {
     // (N, K): tiny, K tails (K % 32 = 4, 28), a split of 2 (33 × 1024), 3 (768 × 3072), 8 (64 ×
     // 16384), none (3072 × 768, 4096 × 4096), K = 0 (bias alone); for the GEMV kernels, K a
     // chunk and a lane short of the 2048-wide tile (2044) and a ragged last chunk (4100).
-    const NKS: [(usize, usize); 11] = [(1, 4), (15, 28), (17, 36), (16, 100), (33, 1024), (768, 3072), (1000, 4100), (3072, 768), (64, 16384), (4096, 4096), (7, 2044)];
+    const NKS: [(usize, usize); 11] = [
+        (1, 4),
+        (15, 28),
+        (17, 36),
+        (16, 100),
+        (33, 1024),
+        (768, 3072),
+        (1000, 4100),
+        (3072, 768),
+        (64, 16384),
+        (4096, 4096),
+        (7, 2044),
+    ];
     let mut rng = common::rng("skinny_shapes");
     let start = std::time::Instant::now();
     let (mut checked, mut splits) = (0usize, std::collections::BTreeSet::new());
@@ -969,13 +1055,24 @@ fn skinny_shapes() {
     for m in MS {
         for (n, k) in NKS.into_iter().chain([(20, 0)]) {
             i += 1;
-            let mut case = Case::new(m, n, k).bias(i % 3 != 0).scale(SCALES[i % SCALES.len()]).x_dist(if i % 2 == 0 { XDist::Unit } else { XDist::Sym });
+            let mut case = Case::new(m, n, k).bias(i % 3 != 0).scale(SCALES[i % SCALES.len()]).x_dist(if i % 2 == 0 {
+                XDist::Unit
+            } else {
+                XDist::Sym
+            });
             if i % 2 == 1 {
                 // Strided: rows padded by 16-byte units, views at 16-byte offsets, out at any.
                 case = case.pad(4, 8, 3).offset(4, 8, 1, 1);
             }
-            let mut dispatches = vec![(Dispatch::Auto, Precision::Tf32), (Dispatch::Auto, Precision::Tf32Truncated), (Dispatch::Auto, Precision::Tf32x3)];
-            for kernel in Kernel::ALL.into_iter().filter(|k| matches!(k.family(), Family::Skinny | Family::Gemv) && m <= k.max_m().unwrap() as usize) {
+            let mut dispatches = vec![
+                (Dispatch::Auto, Precision::Tf32),
+                (Dispatch::Auto, Precision::Tf32Truncated),
+                (Dispatch::Auto, Precision::Tf32x3),
+            ];
+            for kernel in Kernel::ALL
+                .into_iter()
+                .filter(|k| matches!(k.family(), Family::Skinny | Family::Gemv) && m <= k.max_m().unwrap() as usize)
+            {
                 dispatches.push((Dispatch::Force(kernel), kernel.precision()));
             }
             for (dispatch, precision) in dispatches {
@@ -983,9 +1080,17 @@ fn skinny_shapes() {
                 let plan = common::check(&g, &case, &mut rng).expect("a non-empty problem ran");
                 let w_in_l2 = (1 << 22..1 << 24).contains(&(n * k));
                 if dispatch == Dispatch::Auto && !w_in_l2 && (m == 1 || (m <= 4 && k >= 1024)) {
-                    assert_eq!((plan.kernel.family(), plan.precision), (Family::Gemv, precision), "Auto on {case:?}: {plan:?}");
+                    assert_eq!(
+                        (plan.kernel.family(), plan.precision),
+                        (Family::Gemv, precision),
+                        "Auto on {case:?}: {plan:?}"
+                    );
                 } else if dispatch == Dispatch::Auto && n * k <= 1 << 22 {
-                    assert_eq!((plan.kernel.family(), plan.precision), (Family::Skinny, precision), "Auto on {case:?}: {plan:?}");
+                    assert_eq!(
+                        (plan.kernel.family(), plan.precision),
+                        (Family::Skinny, precision),
+                        "Auto on {case:?}: {plan:?}"
+                    );
                 }
                 if plan.kernel.family() == Family::Skinny {
                     splits.insert(plan.cluster);

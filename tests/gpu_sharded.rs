@@ -13,7 +13,10 @@ use std::sync::Arc;
 
 use gemm_epilogue::cudarc::driver::{CudaSlice, CudaStream};
 use gemm_epilogue::testbed::reference::{element, HostMatrix};
-use gemm_epilogue::{cuda_context, device_streams, nccl_library_present, Error, FusedGemm, GatherEngine, Linear, Precision, ShardedLinear};
+use gemm_epilogue::{
+    cuda_context, device_streams, nccl_library_present, Error, FusedGemm, GatherEngine, Linear, Precision,
+    ShardedLinear,
+};
 
 fn required(var: &str, at_least: usize) -> bool {
     std::env::var(var).ok().and_then(|v| v.trim().parse::<usize>().ok()).is_some_and(|v| v >= at_least)
@@ -23,7 +26,10 @@ fn required(var: &str, at_least: usize) -> bool {
 fn streams(devices: usize) -> Option<Vec<Arc<CudaStream>>> {
     common::gpu()?;
     if !nccl_library_present() {
-        assert!(!required("GEMM_EPILOGUE_REQUIRE_NCCL", 1), "GEMM_EPILOGUE_REQUIRE_NCCL=1 but libnccl.so does not load");
+        assert!(
+            !required("GEMM_EPILOGUE_REQUIRE_NCCL", 1),
+            "GEMM_EPILOGUE_REQUIRE_NCCL=1 but libnccl.so does not load"
+        );
         println!("skipped: NCCL (libnccl.so) does not load");
         return None;
     }
@@ -81,7 +87,12 @@ impl HostLayer {
                 let want = element(x, w, Some(&self.b), scale, row, col);
                 let got = out[row * self.n + col] as f64;
                 let e = (got - want.value).abs();
-                assert!(e <= c * want.magnitude + common::ABS_SLACK, "{what}: ({row}, {col}) = {got}, f64 {} (bound {})", want.value, c * want.magnitude);
+                assert!(
+                    e <= c * want.magnitude + common::ABS_SLACK,
+                    "{what}: ({row}, {col}) = {got}, f64 {} (bound {})",
+                    want.value,
+                    c * want.magnitude
+                );
                 e2 += e * e;
                 r2 += want.value * want.value;
             }
@@ -104,7 +115,8 @@ fn shards_gather_and_replicate(devices: usize) {
     for (rows, k, n) in [(1100, 260, 1000), (700, 1027, 7), (1030, 96, 1)] {
         let l = HostLayer::random(rows, k, n, &mut rng);
         let what = format!("G = {devices}, {rows}×{n}×{k}");
-        let layer = ShardedLinear::from_host(&streams, Precision::Tf32, &l.w, Some(&l.b), k, n, SCALE).expect("from_host");
+        let layer =
+            ShardedLinear::from_host(&streams, Precision::Tf32, &l.w, Some(&l.b), k, n, SCALE).expect("from_host");
         assert_eq!(layer.devices(), devices);
         let x0 = streams[0].clone_htod(&l.x).expect("x");
         let xs = layer.replicate(&x0).expect("replicate");
@@ -127,7 +139,9 @@ fn shards_gather_and_replicate(devices: usize) {
             assert_eq!(bits(&host(shard)), bits(&host(&want)), "{what}: shard {g} is the single-GPU call");
         }
         for chunks in [1, 3] {
-            let layer = ShardedLinear::from_host(&streams, Precision::Tf32, &l.w, Some(&l.b), k, n, SCALE).expect("from_host").with_gather_chunks(chunks);
+            let layer = ShardedLinear::from_host(&streams, Precision::Tf32, &l.w, Some(&l.b), k, n, SCALE)
+                .expect("from_host")
+                .with_gather_chunks(chunks);
             let full = layer.forward_gathered(&xs, rows).expect("gathered");
             let first = host(&full[0]);
             l.check(&first, SCALE, &format!("{what}, gathered in {chunks} chunk(s)"));
@@ -139,7 +153,11 @@ fn shards_gather_and_replicate(devices: usize) {
                     let (Some(shard), cols) = (shard, layer.columns(g).expect("columns")) else { continue };
                     let shard = host(shard);
                     for r in 0..rows {
-                        assert_eq!(bits(&first[r * n + cols.start..r * n + cols.end]), bits(&shard[r * cols.len()..(r + 1) * cols.len()]), "{what}: row {r} of shard {g}");
+                        assert_eq!(
+                            bits(&first[r * n + cols.start..r * n + cols.end]),
+                            bits(&shard[r * cols.len()..(r + 1) * cols.len()]),
+                            "{what}: row {r} of shard {g}"
+                        );
                     }
                 }
             }
@@ -171,12 +189,21 @@ fn gather_buffers_grow_and_are_reused() {
     let mut rng = common::rng("gather_buffers_grow_and_are_reused");
     let (k, n) = (136, 515);
     let base = HostLayer::random(1, k, n, &mut rng);
-    let mut layer = ShardedLinear::from_host(&streams, Precision::Tf32, &base.w, Some(&base.b), k, n, SCALE).expect("from_host").with_gather_chunks(3);
+    let mut layer = ShardedLinear::from_host(&streams, Precision::Tf32, &base.w, Some(&base.b), k, n, SCALE)
+        .expect("from_host")
+        .with_gather_chunks(3);
     assert_eq!(layer.gather_engine(), None, "no gather yet");
     for (rows, sms) in [(600, 24), (1700, 24), (600, 24), (1700, 100), (90, 0)] {
         layer.set_comm_sms(sms);
         // Fresh inputs through the same layer.
-        let l = HostLayer { rows, x: common::fill(rows * k, &mut rng, |r| r.sym(1.0)), w: base.w.clone(), b: base.b.clone(), k, n };
+        let l = HostLayer {
+            rows,
+            x: common::fill(rows * k, &mut rng, |r| r.sym(1.0)),
+            w: base.w.clone(),
+            b: base.b.clone(),
+            k,
+            n,
+        };
         let xs: Vec<_> = streams.iter().map(|s| s.clone_htod(&l.x).expect("x")).collect();
         let full = layer.forward_gathered(&xs, rows).expect("gathered");
         let first = host(&full[0]);
@@ -218,12 +245,23 @@ fn the_constructors_agree() {
         .map(|g| {
             let cols = a.columns(g).expect("columns");
             let s = &streams[g];
-            Linear::new(FusedGemm::new(s.context()).expect("gemm"), s.clone_htod(&l.w[cols.start * k..cols.end * k]).expect("w"), Some(s.clone_htod(&l.b[cols]).expect("b")), k, a.columns(g).unwrap().len(), SCALE).expect("shard")
+            Linear::new(
+                FusedGemm::new(s.context()).expect("gemm"),
+                s.clone_htod(&l.w[cols.start * k..cols.end * k]).expect("w"),
+                Some(s.clone_htod(&l.b[cols]).expect("b")),
+                k,
+                a.columns(g).unwrap().len(),
+                SCALE,
+            )
+            .expect("shard")
         })
         .collect();
     let c = ShardedLinear::from_shards(&streams, parts).expect("from_shards");
     let xs: Vec<_> = streams.iter().map(|s| s.clone_htod(&l.x).expect("x")).collect();
-    let outs: Vec<Vec<u32>> = [&a, &b, &c].iter().map(|layer| bits(&host(&layer.forward_gathered(&xs, l.rows).expect("gathered")[0]))).collect();
+    let outs: Vec<Vec<u32>> = [&a, &b, &c]
+        .iter()
+        .map(|layer| bits(&host(&layer.forward_gathered(&xs, l.rows).expect("gathered")[0])))
+        .collect();
     assert_eq!(outs[0], outs[1], "from_linear vs from_host");
     assert_eq!(outs[0], outs[2], "from_shards vs from_host");
     l.check(&f32::from_bits_vec(&outs[0]), SCALE, "constructors");
@@ -268,5 +306,8 @@ fn bad_arguments_are_refused_before_anything_runs() {
         let e = layer.forward(std::slice::from_ref(&y), 10).unwrap_err();
         assert!(matches!(e, Error::WrongContext { .. }), "{e}");
     }
-    assert!(matches!(layer.forward(std::slice::from_ref(&x), 0), Err(Error::ShapeMismatch { .. })), "0 rows with a 10-row input");
+    assert!(
+        matches!(layer.forward(std::slice::from_ref(&x), 0), Err(Error::ShapeMismatch { .. })),
+        "0 rows with a 10-row input"
+    );
 }

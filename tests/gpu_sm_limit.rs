@@ -17,7 +17,11 @@ fn a_limited_handle_stays_within_its_sms() {
     let full = g.gemm.clone();
     let sms = full.device().sm_count;
     // A large one (many waves, stream-K's partial tail), one below a wave, an odd K (repack).
-    let cases = [Case::new(4096, 2048, 512).workspace(true), Case::new(700, 900, 256), Case::new(1030, 770, 131).workspace(true).prepared_w(true)];
+    let cases = [
+        Case::new(4096, 2048, 512).workspace(true),
+        Case::new(700, 900, 256),
+        Case::new(1030, 770, 131).workspace(true).prepared_w(true),
+    ];
     for limit in [1, 2, 7, 64, sms - 8, sms, 4 * sms] {
         g.gemm = full.with_sm_limit(NonZeroU32::new(limit));
         assert_eq!(g.gemm.sm_limit(), NonZeroU32::new(limit));

@@ -23,12 +23,12 @@ const BATCH: usize = 50;
 /// The mixed calls: each must run here (a forced kernel the device refuses is replaced by Auto).
 fn templates(g: &Gpu) -> Vec<Case> {
     let mut v = vec![
-        Case::new(1, 4096, 2048).workspace(true),                            // split-K (Auto)
-        Case::new(129, 1000, 1027).workspace(true).scale(-2.0),              // repack both, K % 4 ≠ 0
-        Case::new(300, 520, 512).offset(1, 0, 0, 0).workspace(true),         // repack X (misaligned view)
-        Case::new(257, 300, 256).pad(4, 8, 3).bias(false).scale(3.0),        // no workspace, strided
+        Case::new(1, 4096, 2048).workspace(true),                     // split-K (Auto)
+        Case::new(129, 1000, 1027).workspace(true).scale(-2.0),       // repack both, K % 4 ≠ 0
+        Case::new(300, 520, 512).offset(1, 0, 0, 0).workspace(true),  // repack X (misaligned view)
+        Case::new(257, 300, 256).pad(4, 8, 3).bias(false).scale(3.0), // no workspace, strided
         Case::new(64, 8192, 680).workspace(true).precision(Precision::Tf32Truncated), // split-K, truncating
-        Case::new(1, 4096, 4096).workspace(true).prepared_w(true),           // split-K on a prepared W
+        Case::new(1, 4096, 4096).workspace(true).prepared_w(true),    // split-K on a prepared W
     ];
     let forced = [
         (Kernel::Sm90Cooperative128x256Cluster2Trunc, Case::new(1, 4096, 4096).workspace(true)),
@@ -47,7 +47,12 @@ fn templates(g: &Gpu) -> Vec<Case> {
 }
 
 /// One call on `stream` into a fresh poisoned output (and workspace): returns the output buffer.
-fn call(g: &Gpu, stream: &Arc<CudaStream>, case: &Case, d: &DeviceInputs) -> gemm_epilogue::cudarc::driver::CudaSlice<f32> {
+fn call(
+    g: &Gpu,
+    stream: &Arc<CudaStream>,
+    case: &Case,
+    d: &DeviceInputs,
+) -> gemm_epilogue::cudarc::driver::CudaSlice<f32> {
     let gemm = case.gemm(&g.gemm);
     let (x, b) = (d.x_view(case), d.b_view(case));
     let w = common::CaseWeight::new(&gemm, stream, case, d.w_view(case));
@@ -92,7 +97,8 @@ fn stress_threads_and_streams_bitwise_equal_to_solo_runs() {
         for t in 0..THREADS {
             let (g, cases, inputs, solo, calls, mismatches) = (&g, &cases, &inputs, &solo, &calls, &mismatches);
             s.spawn(move || {
-                let streams: Vec<Arc<CudaStream>> = (0..STREAMS_PER_THREAD).map(|_| g.ctx.new_stream().expect("stream")).collect();
+                let streams: Vec<Arc<CudaStream>> =
+                    (0..STREAMS_PER_THREAD).map(|_| g.ctx.new_stream().expect("stream")).collect();
                 // Each thread's own copy of the inputs, uploaded on its first stream.
                 let d: Vec<DeviceInputs> = inputs
                     .iter()

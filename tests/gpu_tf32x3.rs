@@ -45,7 +45,8 @@ impl ExactInputs {
         let mut out = vec![0f32; m * n];
         for i in 0..m {
             for j in 0..n {
-                let v: i64 = (0..k).map(|kk| self.x[i * k + kk] as i64 * self.w[j * k + kk] as i64).sum::<i64>() + self.b[j] as i64;
+                let v: i64 = (0..k).map(|kk| self.x[i * k + kk] as i64 * self.w[j * k + kk] as i64).sum::<i64>()
+                    + self.b[j] as i64;
                 let v = v as f64;
                 out[i * n + j] = (v * scale as f64 + v) as f32;
             }
@@ -56,7 +57,13 @@ impl ExactInputs {
 
 /// One call of `gemm` (W raw or prepared, with or without a workspace) into a poisoned output;
 /// returns the plan and the dense result (the padding checked untouched).
-fn run_exact(g: &Gpu, dispatch: Dispatch, precision: Precision, (prepared, workspace): (bool, bool), inp: &ExactInputs) -> Option<(Plan, Vec<f32>)> {
+fn run_exact(
+    g: &Gpu,
+    dispatch: Dispatch,
+    precision: Precision,
+    (prepared, workspace): (bool, bool),
+    inp: &ExactInputs,
+) -> Option<(Plan, Vec<f32>)> {
     let (m, n, k) = (inp.m, inp.n, inp.k);
     let gemm = g.gemm.with_precision(precision).with_dispatch(dispatch);
     let s = &g.stream;
@@ -85,7 +92,10 @@ fn run_exact(g: &Gpu, dispatch: Dispatch, precision: Precision, (prepared, works
             // Documented: a split weight is read by the sm_90 kernels alone, which need X with
             // 16-byte rows or a workspace to repack X into.
             let split = prepared && g.is_hopper() && precision == Precision::Tf32x3;
-            assert!(split && !workspace && k % 4 != 0, "Auto refused {m}x{n}x{k} (prepared {prepared}, workspace {workspace}): {e}");
+            assert!(
+                split && !workspace && k % 4 != 0,
+                "Auto refused {m}x{n}x{k} (prepared {prepared}, workspace {workspace}): {e}"
+            );
             assert!(e.to_string().contains("split"), "{e}");
             return None;
         }
@@ -99,7 +109,16 @@ fn exact_where_tf32_is_not() {
     let Some(g) = common::gpu() else { return };
     let mut rng = common::rng("exact_where_tf32_is_not");
     // Tails in every dimension; K = 256 over 1 or 4 tiles splits along K (stream-K) on the H200.
-    let shapes = [(1, 1, 1), (7, 13, 5), (64, 128, 256), (130, 70, 36), (129, 257, 100), (300, 136, 68), (256, 512, 256), (33, 1000, 255)];
+    let shapes = [
+        (1, 1, 1),
+        (7, 13, 5),
+        (64, 128, 256),
+        (130, 70, 36),
+        (129, 257, 100),
+        (300, 136, 68),
+        (256, 512, 256),
+        (33, 1000, 255),
+    ];
     let mut exact_plans = 0;
     for (m, n, k) in shapes {
         let inp = ExactInputs::new(m, n, k, &mut rng);
@@ -108,7 +127,9 @@ fn exact_where_tf32_is_not() {
         dispatches.push(Dispatch::Auto);
         for dispatch in dispatches {
             for (prepared, workspace) in [(false, false), (false, true), (true, false), (true, true)] {
-                let Some((plan, got)) = run_exact(&g, dispatch, Precision::Tf32x3, (prepared, workspace), &inp) else { continue };
+                let Some((plan, got)) = run_exact(&g, dispatch, Precision::Tf32x3, (prepared, workspace), &inp) else {
+                    continue;
+                };
                 assert_eq!(plan.precision, Precision::Tf32x3, "{m}x{n}x{k} {plan:?}");
                 for (i, (a, b)) in got.iter().zip(&want).enumerate() {
                     assert!(a.to_bits() == b.to_bits(), "{m}x{n}x{k} prepared {prepared} workspace {workspace} {plan:?}: element ({}, {}) = {a}, exact {b}", i / n, i % n);
@@ -121,7 +142,12 @@ fn exact_where_tf32_is_not() {
             for precision in [Precision::Tf32, Precision::Tf32Truncated] {
                 let (plan, got) = run_exact(&g, Dispatch::Auto, precision, (false, true), &inp).expect("Auto runs");
                 let wrong = got.iter().zip(&want).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
-                assert!(wrong * 4 > got.len(), "{precision:?} {plan:?} is exact on {} of {} elements: the inputs do not tell 3xTF32 from TF32", got.len() - wrong, got.len());
+                assert!(
+                    wrong * 4 > got.len(),
+                    "{precision:?} {plan:?} is exact on {} of {} elements: the inputs do not tell 3xTF32 from TF32",
+                    got.len() - wrong,
+                    got.len()
+                );
             }
         }
     }
@@ -134,13 +160,15 @@ fn exact_where_tf32_is_not() {
 fn fp32_bound_every_kernel_odd_shapes() {
     let Some(g) = common::gpu() else { return };
     let mut rng = common::rng("fp32_bound_every_kernel_odd_shapes");
-    let mut shapes: Vec<(usize, usize, usize)> = vec![(1, 1, 1), (1, 4096, 4095), (4097, 3, 33), (257, 129, 1023), (129, 257, 4097), (640, 768, 2049)];
+    let mut shapes: Vec<(usize, usize, usize)> =
+        vec![(1, 1, 1), (1, 4096, 4095), (4097, 3, 33), (257, 129, 1023), (129, 257, 4097), (640, 768, 2049)];
     while shapes.len() < 64 {
         shapes.push((1 + rng.below(700), 1 + rng.below(700), 1 + rng.below(1500)));
     }
     let mut runs = 0;
     for (i, (m, n, k)) in shapes.into_iter().enumerate() {
-        let base = Case::new(m, n, k).precision(Precision::Tf32x3).scale(rng.pick(&[0.5, -2.0, 3.0, 0.0])).bias(i % 3 != 0);
+        let base =
+            Case::new(m, n, k).precision(Precision::Tf32x3).scale(rng.pick(&[0.5, -2.0, 3.0, 0.0])).bias(i % 3 != 0);
         // Odd cases strided and offset views; every case once with a workspace (odd K needs one
         // for the sm_90 kernels), alternately with W prepared (split) and raw.
         let base = if i % 2 == 1 { base.pad(3, 5, 1).offset(1, 2, 3, 1) } else { base };

@@ -5,9 +5,7 @@
 mod common;
 
 use gemm_epilogue::cudarc::driver::{DevicePtr, DevicePtrMut};
-use gemm_epilogue::{
-    Dispatch, Error, Kernel, Linear, MatrixMut, MatrixRef, Operand, RawBuffer, RawMatrix,
-};
+use gemm_epilogue::{Dispatch, Error, Kernel, Linear, MatrixMut, MatrixRef, Operand, RawBuffer, RawMatrix};
 
 #[test]
 fn linear_allocates_its_workspace_once_per_larger_shape() {
@@ -23,11 +21,18 @@ fn linear_allocates_its_workspace_once_per_larger_shape() {
     let first = layer.forward(&x, 1024).expect("forward").expect("non-empty");
     assert_eq!(layer.workspace_allocations(), 1);
     let held = layer.workspace_len();
-    let want = g.gemm.workspace_len(&g.stream, &MatrixRef::from_slice(&x, 1024, k), layer.prepared_weight()).expect("workspace_len");
+    let want = g
+        .gemm
+        .workspace_len(&g.stream, &MatrixRef::from_slice(&x, 1024, k), layer.prepared_weight())
+        .expect("workspace_len");
     assert_eq!(held, want, "the layer holds what the call wants");
     for _ in 0..10 {
         let again = layer.forward(&x, 1024).expect("forward").expect("non-empty");
-        assert_eq!(g.stream.clone_dtoh(&again).expect("dl"), g.stream.clone_dtoh(&first).expect("dl"), "a held workspace gives the same bits");
+        assert_eq!(
+            g.stream.clone_dtoh(&again).expect("dl"),
+            g.stream.clone_dtoh(&first).expect("dl"),
+            "a held workspace gives the same bits"
+        );
     }
     assert_eq!((layer.workspace_allocations(), layer.workspace_len()), (1, held), "a repeated shape allocates nothing");
     layer.forward(&x4096, 4096).expect("more rows");
@@ -55,11 +60,22 @@ fn max_workspace_len_bounds_every_call_and_plan_with_workspace_says_what_runs() 
             let want = g.gemm.workspace_len(&g.stream, &xv, &wv).expect("workspace_len");
             assert!(want <= bound, "{m}×{n}×{k} off {off}: wants {want} > bound {bound}");
             for len in [0, want / 2, want, bound] {
-                let planned = g.gemm.plan_with_workspace(&g.stream, &xv, &wv, None, &MatrixMut::from_slice(&mut out, m, n), len).expect("plan");
+                let planned = g
+                    .gemm
+                    .plan_with_workspace(&g.stream, &xv, &wv, None, &MatrixMut::from_slice(&mut out, m, n), len)
+                    .expect("plan");
                 let mut ws = g.stream.alloc_zeros::<f32>(len.max(1)).expect("ws");
                 let ran = g
                     .gemm
-                    .run_with_workspace(&g.stream, &xv, &wv, None, 0.5, &mut MatrixMut::from_slice(&mut out, m, n), &mut ws.slice_mut(0..len))
+                    .run_with_workspace(
+                        &g.stream,
+                        &xv,
+                        &wv,
+                        None,
+                        0.5,
+                        &mut MatrixMut::from_slice(&mut out, m, n),
+                        &mut ws.slice_mut(0..len),
+                    )
                     .expect("run");
                 assert_eq!(planned, ran, "{m}×{n}×{k} off {off} len {len}");
                 assert!(ran.is_some_and(|p| p.workspace_len() <= len));
@@ -84,7 +100,15 @@ fn run_raw_matches_run_and_checks_raw_addresses() {
     let mut ws = g.stream.alloc_zeros::<f32>(ws_len.max(1)).expect("ws");
     let plan = g
         .gemm
-        .run_with_workspace(&g.stream, &MatrixRef::from_slice(&x, m, k), &MatrixRef::from_slice(&w, n, k), Some(&b.as_view()), 0.5, &mut MatrixMut::from_slice(&mut want, m, n), &mut ws.as_view_mut())
+        .run_with_workspace(
+            &g.stream,
+            &MatrixRef::from_slice(&x, m, k),
+            &MatrixRef::from_slice(&w, n, k),
+            Some(&b.as_view()),
+            0.5,
+            &mut MatrixMut::from_slice(&mut want, m, n),
+            &mut ws.as_view_mut(),
+        )
         .expect("run");
     g.stream.synchronize().expect("sync");
     let (xp, _gx) = x.device_ptr(&g.stream);
@@ -95,14 +119,28 @@ fn run_raw_matches_run_and_checks_raw_addresses() {
     let raw = |x: RawMatrix, out: RawMatrix, ws: RawBuffer| {
         // SAFETY: every address is a live allocation of this context, used on g.stream only,
         // synchronised below before anything else touches them.
-        unsafe { g.gemm.run_raw(g.stream.cu_stream() as *mut std::ffi::c_void, x, RawMatrix::dense(wp, n, k), Some(RawBuffer { ptr: bp, len: n }), 0.5, out, Some(ws)) }
+        unsafe {
+            g.gemm.run_raw(
+                g.stream.cu_stream() as *mut std::ffi::c_void,
+                x,
+                RawMatrix::dense(wp, n, k),
+                Some(RawBuffer { ptr: bp, len: n }),
+                0.5,
+                out,
+                Some(ws),
+            )
+        }
     };
     let ws_raw = RawBuffer { ptr: wsp, len: ws_len };
     let ran = raw(RawMatrix::dense(xp, m, k), RawMatrix::dense(op, m, n), ws_raw).expect("run_raw");
     assert_eq!(ran, plan, "the same plan as the safe call");
     g.stream.synchronize().expect("sync");
     drop((_go, _gws));
-    assert_eq!(g.stream.clone_dtoh(&got).expect("dl"), g.stream.clone_dtoh(&want).expect("dl"), "the same bits as the safe call");
+    assert_eq!(
+        g.stream.clone_dtoh(&got).expect("dl"),
+        g.stream.clone_dtoh(&want).expect("dl"),
+        "the same bits as the safe call"
+    );
 
     let (op, _go) = got.device_ptr_mut(&g.stream);
     // A length the allocation does not have (64 MiB past it: past any allocation granularity).
@@ -128,7 +166,11 @@ fn run_raw_matches_run_and_checks_raw_addresses() {
     // Nothing of that was written.
     g.stream.synchronize().expect("sync");
     drop(_go);
-    assert_eq!(g.stream.clone_dtoh(&got).expect("dl"), g.stream.clone_dtoh(&want).expect("dl"), "a refused call writes nothing");
+    assert_eq!(
+        g.stream.clone_dtoh(&got).expect("dl"),
+        g.stream.clone_dtoh(&want).expect("dl"),
+        "a refused call writes nothing"
+    );
 }
 
 /// Stream-K needs no zeroed workspace: its hand-off words carry each launch's own number
@@ -144,7 +186,8 @@ fn stream_k_runs_on_whatever_the_workspace_holds() {
     // Split-K at M = 1 and 16 in 2 to 5 parts, with M and N tails, the same shape twice (the
     // second finds the first's words, a launch number apart), and the reference shape's shared
     // tail (the cooperative cluster kernel: two ready words per cluster slot).
-    let shapes = [(1, 4032, 4096), (1, 768, 3072), (129, 1000, 2048), (1, 768, 3072), (16384, 4096, 4096), (16, 3072, 2048)];
+    let shapes =
+        [(1, 4032, 4096), (1, 768, 3072), (129, 1000, 2048), (1, 768, 3072), (16384, 4096, 4096), (16, 3072, 2048)];
     let len = shapes.iter().map(|&(m, n, k)| g.gemm.max_workspace_len(m, n, k).expect("bound")).max().expect("shapes");
     let random_bits: Vec<f32> = (0..len).map(|_| f32::from_bits(rng.next_u64() as u32)).collect();
     let mut ws = g.stream.clone_htod(&random_bits).expect("workspace");
@@ -161,7 +204,15 @@ fn stream_k_runs_on_whatever_the_workspace_holds() {
         let run = |ws: &mut gemm_epilogue::cudarc::driver::CudaSlice<f32>| {
             let mut out = g.stream.clone_htod(&common::poisoned(m * n)).expect("out");
             let plan = gemm
-                .run_with_workspace(&g.stream, &xv, &wv, Some(&b.as_view()), 0.5, &mut MatrixMut::from_slice(&mut out, m, n), &mut ws.as_view_mut())
+                .run_with_workspace(
+                    &g.stream,
+                    &xv,
+                    &wv,
+                    Some(&b.as_view()),
+                    0.5,
+                    &mut MatrixMut::from_slice(&mut out, m, n),
+                    &mut ws.as_view_mut(),
+                )
                 .expect("run")
                 .expect("a plan");
             (plan, g.stream.clone_dtoh(&out).expect("download"))

@@ -4,9 +4,25 @@
 
 /// Criterion's options that take a value (criterion 0.7).
 const VALUE_OPTIONS: &[&str] = &[
-    "--color", "-c", "--save-baseline", "-s", "--baseline", "-b", "--baseline-lenient", "--format", "--profile-time",
-    "--load-baseline", "--sample-size", "--warm-up-time", "--measurement-time", "--nresamples", "--noise-threshold",
-    "--confidence-level", "--significance-level", "--plotting-backend", "--output-format",
+    "--color",
+    "-c",
+    "--save-baseline",
+    "-s",
+    "--baseline",
+    "-b",
+    "--baseline-lenient",
+    "--format",
+    "--profile-time",
+    "--load-baseline",
+    "--sample-size",
+    "--warm-up-time",
+    "--measurement-time",
+    "--nresamples",
+    "--noise-threshold",
+    "--confidence-level",
+    "--significance-level",
+    "--plotting-backend",
+    "--output-format",
 ];
 
 pub struct Args {

@@ -20,7 +20,8 @@ pub fn skip_or_fail(reason: String) {
 /// ("NVIDIA H200 (sm_90, 132 SMs)"); `None` after [`skip_or_fail`] without a GPU or when the
 /// kernels cannot load there.
 #[allow(dead_code)]
-pub fn open_gpu() -> Option<(std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, gemm_epilogue::FusedGemm, String)> {
+pub fn open_gpu(
+) -> Option<(std::sync::Arc<gemm_epilogue::cudarc::driver::CudaContext>, gemm_epilogue::FusedGemm, String)> {
     let ctx = match gemm_epilogue::cuda_context(0) {
         Ok(ctx) => ctx,
         Err(e) => {

@@ -8,7 +8,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub fn header(title: &str, device: &str) -> String {
     let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let (commit, dirty) = commit();
-    format!("\n## {title}, {} UTC, commit {commit}{}, {device}\n", utc(secs), if dirty { " (+ uncommitted changes)" } else { "" })
+    format!(
+        "\n## {title}, {} UTC, commit {commit}{}, {device}\n",
+        utc(secs),
+        if dirty { " (+ uncommitted changes)" } else { "" }
+    )
 }
 
 /// The short commit hash and whether tracked files differ from it.

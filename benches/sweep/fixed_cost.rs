@@ -32,7 +32,8 @@ const ALONE: usize = 101;
 /// (M, N, K): trivially small, and issue 17's worst point.
 pub const SHAPES: [(usize, usize, usize); 2] = [(1, 64, 64), (1, 768, 3072)];
 
-const EMPTY_PTX: &str = ".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry ge_bench_empty()\n{\n  ret;\n}\n";
+const EMPTY_PTX: &str =
+    ".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry ge_bench_empty()\n{\n  ret;\n}\n";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Call {
@@ -94,8 +95,18 @@ impl Bench<'_> {
             Call::RunWorkspace | Call::RunRawWorkspace => {
                 let raw = c == Call::RunRawWorkspace;
                 match (&mut self.ws[usize::from(raw)], raw) {
-                    (Some(ws), false) => self.gemm.run_with_workspace(s, &x, &self.prepared, Some(&b), SCALE, &mut out, &mut ws.as_view_mut()),
-                    (Some(ws), true) => self.gemm.run_with_workspace(s, &x, &w, Some(&b), SCALE, &mut out, &mut ws.as_view_mut()),
+                    (Some(ws), false) => self.gemm.run_with_workspace(
+                        s,
+                        &x,
+                        &self.prepared,
+                        Some(&b),
+                        SCALE,
+                        &mut out,
+                        &mut ws.as_view_mut(),
+                    ),
+                    (Some(ws), true) => {
+                        self.gemm.run_with_workspace(s, &x, &w, Some(&b), SCALE, &mut out, &mut ws.as_view_mut())
+                    }
                     (None, false) => self.gemm.run(s, &x, &self.prepared, Some(&b), SCALE, &mut out),
                     (None, true) => self.gemm.run(s, &x, &w, Some(&b), SCALE, &mut out),
                 }
@@ -132,7 +143,8 @@ impl Bench<'_> {
             alone.push(f64::from(start.elapsed_ms(&end)?) * 1e3);
         }
         let host_us = timing::median(&mut host).unwrap_or(f64::NAN);
-        let (back_to_back_us, alone_us) = if launches { (timing::median(&mut b2b), timing::median(&mut alone)) } else { (None, None) };
+        let (back_to_back_us, alone_us) =
+            if launches { (timing::median(&mut b2b), timing::median(&mut alone)) } else { (None, None) };
         Ok(Row { what, plan, host_us, back_to_back_us, alone_us })
     }
 }
@@ -150,7 +162,10 @@ pub fn measure(gemm: &FusedGemm, blas: &CublasBaseline, stream: &Arc<CudaStream>
         let out = stream.alloc_zeros::<f32>(m * n)?;
         let prepared = gemm.prepare_weight(stream, &MatrixRef::from_slice(&w, n, k))?;
         let xr = MatrixRef::from_slice(&x, m, k);
-        let lens = [gemm.workspace_len(stream, &xr, &prepared)?, gemm.workspace_len(stream, &xr, &MatrixRef::from_slice(&w, n, k))?];
+        let lens = [
+            gemm.workspace_len(stream, &xr, &prepared)?,
+            gemm.workspace_len(stream, &xr, &MatrixRef::from_slice(&w, n, k))?,
+        ];
         let mut ws = [None, None];
         for (slot, len) in ws.iter_mut().zip(lens) {
             if len > 0 {
@@ -158,13 +173,17 @@ pub fn measure(gemm: &FusedGemm, blas: &CublasBaseline, stream: &Arc<CudaStream>
             }
         }
         let (empty, counters) = (empty.clone(), counters.clone());
-        let mut bench = Bench { gemm, blas, stream: stream.clone(), empty, counters, shape: (m, n, k), x, w, b, out, prepared, ws };
+        let mut bench =
+            Bench { gemm, blas, stream: stream.clone(), empty, counters, shape: (m, n, k), x, w, b, out, prepared, ws };
         if i == 0 {
             rows.push(bench.time(Call::Empty, "empty kernel launch (1 CTA × 32 threads)".into())?);
             rows.push(bench.time(Call::Memset, "memset of 64 B (cuMemsetD8Async)".into())?);
         }
         let shape = format!("{m}×{n}×{k}");
-        rows.push(bench.time(Call::PlanOnly, format!("ours `plan` only (validate + plan, no launch), {shape}, prepared W"))?);
+        rows.push(
+            bench
+                .time(Call::PlanOnly, format!("ours `plan` only (validate + plan, no launch), {shape}, prepared W"))?,
+        );
         rows.push(bench.time(Call::Run, format!("ours `run`, {shape}, prepared W, no workspace"))?);
         rows.push(bench.time(Call::RunWorkspace, format!("ours `run_with_workspace`, {shape}, prepared W"))?);
         rows.push(bench.time(Call::RunRawWorkspace, format!("ours `run_with_workspace`, {shape}, raw W (default)"))?);

@@ -96,7 +96,8 @@ fn main() {
     let lt = CublasLtLinear::new(&gemm, stream.clone()).expect("cuBLASLt handle");
     println!("device: {device}");
 
-    let (mut rounds, mut soak_s) = (env("GEMM_EPILOGUE_SWEEP_ROUNDS", 30usize).max(1), env("GEMM_EPILOGUE_SOAK_S", 15.0f64));
+    let (mut rounds, mut soak_s) =
+        (env("GEMM_EPILOGUE_SWEEP_ROUNDS", 30usize).max(1), env("GEMM_EPILOGUE_SOAK_S", 15.0f64));
     let budget_s = env("GEMM_EPILOGUE_SWEEP_BUDGET_S", 360.0f64);
     if !args.bench_mode {
         (rounds, soak_s, fixed_cost_too) = (1, 0.0, false);
@@ -120,9 +121,19 @@ fn main() {
         match Case::new(&gemm, &blas, &lt, &stream, p).and_then(|mut c| c.measure(rounds).map(|r| (r, c.seed))) {
             Ok((r, seed)) => {
                 let alone = r.median_ms[3];
-                let ratios: Vec<String> = Variant::ALL.iter().zip(r.median_ms).map(|(v, ms)| format!("{} {ms:.4} ms ({:.3})", v.label(), ms / alone)).collect();
+                let ratios: Vec<String> = Variant::ALL
+                    .iter()
+                    .zip(r.median_ms)
+                    .map(|(v, ms)| format!("{} {ms:.4} ms ({:.3})", v.label(), ms / alone))
+                    .collect();
                 println!("[{}] seed {seed:#x}, {:.1} s; {}", p.id(), t.elapsed().as_secs_f64(), ratios.join("; "));
-                println!("[{}] plans: raw W {}; prepared W {}; truncated {}", p.id(), report::describe(&r.plans[0]), report::describe(&r.plans[1]), report::describe(&r.plans[2]));
+                println!(
+                    "[{}] plans: raw W {}; prepared W {}; truncated {}",
+                    p.id(),
+                    report::describe(&r.plans[0]),
+                    report::describe(&r.plans[1]),
+                    report::describe(&r.plans[2])
+                );
                 rows.push(r);
             }
             Err(e) => {
@@ -142,7 +153,15 @@ fn main() {
     };
 
     let header = common::run_info::header("sweep run", &device);
-    let text = report::markdown(&report::Run { header, rounds, soak_s, sm90: gemm.device().is_hopper(), rows: &rows, missing: &missing, fixed: &fixed });
+    let text = report::markdown(&report::Run {
+        header,
+        rounds,
+        soak_s,
+        sm90: gemm.device().is_hopper(),
+        rows: &rows,
+        missing: &missing,
+        fixed: &fixed,
+    });
     println!("{text}");
     println!("sweep: {:.0} s in all", start.elapsed().as_secs_f64());
     if args.bench_mode {

@@ -40,7 +40,14 @@ pub enum Variant {
 }
 
 impl Variant {
-    pub const ALL: [Variant; 6] = [Variant::Tf32Raw, Variant::Tf32Prepared, Variant::Truncated, Variant::CublasAlone, Variant::CublasElementwise, Variant::CublasLt];
+    pub const ALL: [Variant; 6] = [
+        Variant::Tf32Raw,
+        Variant::Tf32Prepared,
+        Variant::Truncated,
+        Variant::CublasAlone,
+        Variant::CublasElementwise,
+        Variant::CublasLt,
+    ];
     pub const OURS: [Variant; 3] = [Variant::Tf32Raw, Variant::Tf32Prepared, Variant::Truncated];
 
     pub fn label(self) -> &'static str {
@@ -99,7 +106,13 @@ pub struct Case<'g> {
 }
 
 impl<'g> Case<'g> {
-    pub fn new(gemm: &'g FusedGemm, blas: &'g CublasBaseline, lt: &'g CublasLtLinear, stream: &Arc<CudaStream>, p: points::Point) -> testbed::Result<Self> {
+    pub fn new(
+        gemm: &'g FusedGemm,
+        blas: &'g CublasBaseline,
+        lt: &'g CublasLtLinear,
+        stream: &Arc<CudaStream>,
+        p: points::Point,
+    ) -> testbed::Result<Self> {
         let (m, n, k) = (p.m, p.n, p.k);
         let t = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         let seed = t ^ ((m as u64) << 42) ^ ((n as u64) << 21) ^ k as u64;
@@ -111,7 +124,13 @@ impl<'g> Case<'g> {
         let w = stream.clone_htod(&hw)?;
         let b = stream.clone_htod(&hb)?;
         let mut out = stream.alloc_zeros::<f32>(m * n)?;
-        let lt_plan = match lt.prepare(&MatrixRef::from_slice(&x, m, k), &MatrixRef::from_slice(&w, n, k), Some(&b.as_view()), SCALE, &MatrixMut::from_slice(&mut out, m, n)) {
+        let lt_plan = match lt.prepare(
+            &MatrixRef::from_slice(&x, m, k),
+            &MatrixRef::from_slice(&w, n, k),
+            Some(&b.as_view()),
+            SCALE,
+            &MatrixMut::from_slice(&mut out, m, n),
+        ) {
             Ok(plan) => Some(plan),
             Err(e) => {
                 println!("[{}] cuBLASLt: no plan ({e}); its column stays empty", p.id());
@@ -121,7 +140,11 @@ impl<'g> Case<'g> {
         let prepared = gemm.prepare_weight(stream, &MatrixRef::from_slice(&w, n, k))?;
         let truncated = gemm.with_precision(gemm_epilogue::Precision::Tf32Truncated);
         let (xr, wr) = (MatrixRef::from_slice(&x, m, k), MatrixRef::from_slice(&w, n, k));
-        let lens = [gemm.workspace_len(stream, &xr, &wr)?, gemm.workspace_len(stream, &xr, &prepared)?, truncated.workspace_len(stream, &xr, &wr)?];
+        let lens = [
+            gemm.workspace_len(stream, &xr, &wr)?,
+            gemm.workspace_len(stream, &xr, &prepared)?,
+            truncated.workspace_len(stream, &xr, &wr)?,
+        ];
         let mut workspaces = [None, None, None];
         for (slot, len) in workspaces.iter_mut().zip(lens) {
             if len > 0 {
@@ -129,7 +152,24 @@ impl<'g> Case<'g> {
             }
         }
         let ctx = gemm.context().clone();
-        Ok(Self { p, ctx, stream: stream.clone(), gemm, truncated, blas, lt, lt_plan, x, w, b, out, prepared, workspaces, host: (hx, hw, hb), seed })
+        Ok(Self {
+            p,
+            ctx,
+            stream: stream.clone(),
+            gemm,
+            truncated,
+            blas,
+            lt,
+            lt_plan,
+            x,
+            w,
+            b,
+            out,
+            prepared,
+            workspaces,
+            host: (hx, hw, hb),
+            seed,
+        })
     }
 
     /// Enqueues one call of `v`; for ours, returns its plan.
@@ -142,18 +182,32 @@ impl<'g> Case<'g> {
         let s = &self.stream;
         let plan = match v {
             Variant::CublasAlone => return self.blas.gemm(&x, &w, &mut out).map(|_| None),
-            Variant::CublasElementwise => return self.blas.linear_scale_residual(&x, &w, Some(&b), SCALE, &mut out).map(|_| None),
-            Variant::CublasLt => return self.lt_plan.as_ref().map_or(Ok(()), |plan| self.lt.run(plan, &x, &w, &mut out)).map(|_| None),
+            Variant::CublasElementwise => {
+                return self.blas.linear_scale_residual(&x, &w, Some(&b), SCALE, &mut out).map(|_| None)
+            }
+            Variant::CublasLt => {
+                return self.lt_plan.as_ref().map_or(Ok(()), |plan| self.lt.run(plan, &x, &w, &mut out)).map(|_| None)
+            }
             Variant::Tf32Raw => match &mut self.workspaces[0] {
                 Some(ws) => self.gemm.run_with_workspace(s, &x, &w, Some(&b), SCALE, &mut out, &mut ws.as_view_mut()),
                 None => self.gemm.run(s, &x, &w, Some(&b), SCALE, &mut out),
             },
             Variant::Tf32Prepared => match &mut self.workspaces[1] {
-                Some(ws) => self.gemm.run_with_workspace(s, &x, &self.prepared, Some(&b), SCALE, &mut out, &mut ws.as_view_mut()),
+                Some(ws) => self.gemm.run_with_workspace(
+                    s,
+                    &x,
+                    &self.prepared,
+                    Some(&b),
+                    SCALE,
+                    &mut out,
+                    &mut ws.as_view_mut(),
+                ),
                 None => self.gemm.run(s, &x, &self.prepared, Some(&b), SCALE, &mut out),
             },
             Variant::Truncated => match &mut self.workspaces[2] {
-                Some(ws) => self.truncated.run_with_workspace(s, &x, &w, Some(&b), SCALE, &mut out, &mut ws.as_view_mut()),
+                Some(ws) => {
+                    self.truncated.run_with_workspace(s, &x, &w, Some(&b), SCALE, &mut out, &mut ws.as_view_mut())
+                }
                 None => self.truncated.run(s, &x, &w, Some(&b), SCALE, &mut out),
             },
         };
@@ -181,9 +235,14 @@ impl<'g> Case<'g> {
             }
             let (hx, hw, hb) = &self.host;
             let (xm, wm) = (HostMatrix::new(hx, m, k), HostMatrix::new(hw, n, k));
-            let got: Vec<Vec<f32>> = rows.iter().map(|&r| self.stream.clone_dtoh(&self.out.slice(r * n..(r + 1) * n))).collect::<Result<_, _>>()?;
+            let got: Vec<Vec<f32>> = rows
+                .iter()
+                .map(|&r| self.stream.clone_dtoh(&self.out.slice(r * n..(r + 1) * n)))
+                .collect::<Result<_, _>>()?;
             self.stream.synchronize()?;
-            let pairs = rows.iter().zip(&got).flat_map(|(&r, got)| cols.iter().map(move |&c| (got[c], reference::element(xm, wm, Some(hb), SCALE, r, c).value)));
+            let pairs = rows.iter().zip(&got).flat_map(|(&r, got)| {
+                cols.iter().map(move |&c| (got[c], reference::element(xm, wm, Some(hb), SCALE, r, c).value))
+            });
             errors[i] = reference::relative_error(pairs);
         }
         let lt_error = self.lt_plan.is_some().then_some(errors[3]);
@@ -211,7 +270,9 @@ impl<'g> Case<'g> {
         let (ctx, stream) = (self.ctx.clone(), self.stream.clone());
         let no_lt = self.lt_plan.is_none();
         let skip = |i: usize| no_lt && Variant::ALL[i] == Variant::CublasLt;
-        let t = timing::interleaved(&ctx, &stream, Variant::ALL.len(), skip, rounds, WARM_UP_MS, |i| self.launch(Variant::ALL[i]).map(|_| ()))?;
+        let t = timing::interleaved(&ctx, &stream, Variant::ALL.len(), skip, rounds, WARM_UP_MS, |i| {
+            self.launch(Variant::ALL[i]).map(|_| ())
+        })?;
         let mut median_ms = [f64::NAN; 6];
         for (slot, ms) in median_ms.iter_mut().zip(&t.median_ms) {
             *slot = ms.unwrap_or(f64::NAN);

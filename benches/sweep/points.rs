@@ -67,7 +67,8 @@ pub fn all() -> Vec<Point> {
             (false, false) => 3,
         }
     };
-    let mut points: Vec<Point> = LAYERS.iter().flat_map(|&(n, k, _)| MS.iter().map(move |&m| Point { m, n, k })).collect();
+    let mut points: Vec<Point> =
+        LAYERS.iter().flat_map(|&(n, k, _)| MS.iter().map(move |&m| Point { m, n, k })).collect();
     // Stable: within a tier, layer by layer, M ascending.
     points.sort_by_key(tier);
     points
@@ -91,7 +92,9 @@ pub fn selected(spec: Option<&str>) -> Result<Vec<Point>, String> {
 /// harness): the whole grid once, issue 13's sweep first and whole.
 pub fn check() -> Result<(), String> {
     let all = all();
-    let once = LAYERS.iter().all(|&(n, k, _)| MS.iter().all(|&m| all.iter().filter(|p| **p == Point { m, n, k }).count() == 1));
+    let once = LAYERS
+        .iter()
+        .all(|&(n, k, _)| MS.iter().all(|&m| all.iter().filter(|p| **p == Point { m, n, k }).count() == 1));
     let issue13 = all.iter().filter(|p| p.in_issue13()).count();
     if all.len() != MS.len() * LAYERS.len() || !once {
         return Err("the sweep's grid is not the cross product".into());

@@ -103,7 +103,17 @@ pub fn markdown(run: &Run<'_>) -> String {
         for v in Variant::ALL {
             let _ = write!(s, " {:.5} |", ms(r, v));
         }
-        for (a, b) in [(Tf32Raw, CublasAlone), (Tf32Prepared, CublasAlone), (Truncated, CublasAlone), (Tf32Raw, CublasElementwise), (Tf32Prepared, CublasElementwise), (Tf32Raw, Truncated), (Tf32Prepared, Truncated), (Tf32Raw, CublasLt), (CublasLt, CublasAlone)] {
+        for (a, b) in [
+            (Tf32Raw, CublasAlone),
+            (Tf32Prepared, CublasAlone),
+            (Truncated, CublasAlone),
+            (Tf32Raw, CublasElementwise),
+            (Tf32Prepared, CublasElementwise),
+            (Tf32Raw, Truncated),
+            (Tf32Prepared, Truncated),
+            (Tf32Raw, CublasLt),
+            (CublasLt, CublasAlone),
+        ] {
             let _ = write!(s, " {:.3} |", ratio(r, a, b));
         }
         let _ = writeln!(s);
@@ -117,7 +127,14 @@ pub fn markdown(run: &Run<'_>) -> String {
         let _ = writeln!(
             s,
             "| {} | {} | {} | {} | {:.2e}, {:.2e}, {:.2e} | {lt} | {} |",
-            name(r.point), describe(&r.plans[0]), describe(&r.plans[1]), describe(&r.plans[2]), e[0], e[1], e[2], r.batch
+            name(r.point),
+            describe(&r.plans[0]),
+            describe(&r.plans[1]),
+            describe(&r.plans[2]),
+            e[0],
+            e[1],
+            e[2],
+            r.batch
         );
     }
     fixed(&mut s, run.fixed);
@@ -133,11 +150,14 @@ fn summary(s: &mut String, all: &[Measured], sm90: bool) {
     for (i, v) in Variant::OURS.into_iter().enumerate() {
         let g = geomean(all.iter().map(|r| ratio(r, v, CublasAlone)));
         let ge = geomean(all.iter().map(|r| ratio(r, v, CublasElementwise)));
-        let w = worst(all, v, CublasAlone).map_or(String::new(), |r| format!("{:.3} at {} ({})", ratio(r, v, CublasAlone), name(r.point), describe(plan_of(r, v))));
+        let w = worst(all, v, CublasAlone).map_or(String::new(), |r| {
+            format!("{:.3} at {} ({})", ratio(r, v, CublasAlone), name(r.point), describe(plan_of(r, v)))
+        });
         let ahead = all.iter().filter(|r| ratio(r, v, CublasAlone) < 1.0).count();
         let ahead_ew = all.iter().filter(|r| ratio(r, v, CublasElementwise) < 1.0).count();
         let err = all.iter().map(|r| r.errors[i]).fold(0.0, f64::max);
-        let _ = writeln!(s, "| {} | {g:.3} | {ge:.3} | {w} | {ahead} / {n} | {ahead_ew} / {n} | {err:.2e} |", v.label());
+        let _ =
+            writeln!(s, "| {} | {g:.3} | {ge:.3} | {w} | {ahead} / {n} | {ahead_ew} / {n} | {err:.2e} |", v.label());
     }
     cublaslt(s, all);
     let _ = writeln!(s, "\n**Rounding (issue 13: the default within {:.0} % of Tf32Truncated on every point, no mma.sync fallback on sm_90)**\n", (ROUNDING_BUDGET - 1.0) * 100.0);
@@ -146,10 +166,26 @@ fn summary(s: &mut String, all: &[Measured], sm90: bool) {
         let ok13 = all.iter().filter(|r| r.point.in_issue13() && ratio(r, v, Truncated) <= ROUNDING_BUDGET).count();
         let n13 = all.iter().filter(|r| r.point.in_issue13()).count();
         let w = worst(all, v, Truncated).map_or(String::new(), |r| {
-            format!("{:.3} at {} ({} against {})", ratio(r, v, Truncated), name(r.point), describe(plan_of(r, v)), describe(plan_of(r, Truncated)))
+            format!(
+                "{:.3} at {} ({} against {})",
+                ratio(r, v, Truncated),
+                name(r.point),
+                describe(plan_of(r, v)),
+                describe(plan_of(r, Truncated))
+            )
         });
-        let mma: Vec<String> = all.iter().filter(|r| plan_of(r, v).is_some_and(|p| p.kernel.family() == Family::MmaSync)).map(|r| name(r.point)).collect();
-        let mma = if !sm90 { "n/a (not sm_90)".to_string() } else if mma.is_empty() { "none".into() } else { format!("{} ({})", mma.len(), mma.join(", ")) };
+        let mma: Vec<String> = all
+            .iter()
+            .filter(|r| plan_of(r, v).is_some_and(|p| p.kernel.family() == Family::MmaSync))
+            .map(|r| name(r.point))
+            .collect();
+        let mma = if !sm90 {
+            "n/a (not sm_90)".to_string()
+        } else if mma.is_empty() {
+            "none".into()
+        } else {
+            format!("{} ({})", mma.len(), mma.join(", "))
+        };
         let _ = writeln!(s, "- {}: ≤ {ROUNDING_BUDGET:.2}× Truncated on {ok} / {n} points ({ok13} / {n13} of issue 13's); worst {w}; mma.sync plans: {mma}.", v.label());
     }
     targets(s, all);
@@ -173,7 +209,8 @@ fn cublaslt(s: &mut String, all: &[Measured]) {
     for v in [Tf32Raw, Tf32Prepared] {
         let g = geomean(with.iter().map(|r| ratio(r, v, CublasLt)));
         let ahead = with.iter().filter(|r| ratio(r, v, CublasLt) < 1.0).count();
-        let w = worst(with.iter().copied(), v, CublasLt).map_or(String::new(), |r| format!("{:.3} at {}", ratio(r, v, CublasLt), name(r.point)));
+        let w = worst(with.iter().copied(), v, CublasLt)
+            .map_or(String::new(), |r| format!("{:.3} at {}", ratio(r, v, CublasLt), name(r.point)));
         let _ = writeln!(s, "- {} / cuBLASLt: geomean {g:.3}, ahead on {ahead} / {n}, worst {w}.", v.label());
     }
 }
@@ -197,9 +234,17 @@ fn targets(s: &mut String, all: &[Measured]) {
         let g = geomean(all.iter().map(|r| ratio(r, v, CublasAlone)));
         format!("{} ({g:.3})", mark(g <= 0.92))
     });
-    line("worst point ≤ 1.03", &|v| worst(all, v, CublasAlone).map_or("–".into(), |r| format!("{} ({:.3})", mark(ratio(r, v, CublasAlone) <= 1.03), ratio(r, v, CublasAlone))));
+    line("worst point ≤ 1.03", &|v| {
+        worst(all, v, CublasAlone).map_or("–".into(), |r| {
+            format!("{} ({:.3})", mark(ratio(r, v, CublasAlone) <= 1.03), ratio(r, v, CublasAlone))
+        })
+    });
     for (m, n, k, bound) in [(1, 4096, 4096, 1.00), (16, 4096, 4096, 1.00), (1, 768, 3072, 1.10)] {
-        line(&format!("{m}×{n}×{k} ≤ {bound:.2}"), &|v| at(m, n, k).map_or("not measured".into(), |r| format!("{} ({:.3})", mark(ratio(r, v, CublasAlone) <= bound), ratio(r, v, CublasAlone))));
+        line(&format!("{m}×{n}×{k} ≤ {bound:.2}"), &|v| {
+            at(m, n, k).map_or("not measured".into(), |r| {
+                format!("{} ({:.3})", mark(ratio(r, v, CublasAlone) <= bound), ratio(r, v, CublasAlone))
+            })
+        });
     }
 }
 
@@ -213,6 +258,7 @@ fn fixed(s: &mut String, rows: &[fixed_cost::Row]) {
     let us = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.2}"));
     for r in rows {
         let plan = if r.plan.is_some() { describe(&r.plan) } else { "–".into() };
-        let _ = writeln!(s, "| {} | {plan} | {:.2} | {} | {} |", r.what, r.host_us, us(r.back_to_back_us), us(r.alone_us));
+        let _ =
+            writeln!(s, "| {} | {plan} | {:.2} | {} | {} |", r.what, r.host_us, us(r.back_to_back_us), us(r.alone_us));
     }
 }

@@ -51,8 +51,8 @@ __device__ __forceinline__ int take_ticket(uint64_t *word, uint64_t launch, int 
 // the slot ready for this launch once every thread's stores are done (barrier, then a release).
 template <int THREADS, int ACC, class Barrier>
 __device__ __forceinline__ void publish_partial(const StreamKSchedule &work, float *partials, size_t slot_stride,
-                                                uint64_t *ready, size_t ready_stride, uint64_t launch,
-                                                const float *acc, int thread, bool live, Barrier &&barrier) {
+                                                uint64_t *ready, size_t ready_stride, uint64_t launch, const float *acc,
+                                                int thread, bool live, Barrier &&barrier) {
     static_assert(ACC % 4 == 0, "float4 columns");
     if (live) {
         float4 *dst = reinterpret_cast<float4 *>(partials + work.cta * slot_stride);
@@ -60,7 +60,7 @@ __device__ __forceinline__ void publish_partial(const StreamKSchedule &work, flo
         for (int r = 0; r < ACC / 4; ++r)
             dst[r * THREADS + thread] = make_float4(acc[4 * r], acc[4 * r + 1], acc[4 * r + 2], acc[4 * r + 3]);
     }
-    barrier();                                                                // every thread's stores...
+    barrier();                                                                      // every thread's stores...
     if (thread == 0) ge::ptx::st_release(ready + work.cta * ready_stride, launch);  // ...then the word
 }
 
@@ -72,8 +72,8 @@ __device__ __forceinline__ void publish_partial(const StreamKSchedule &work, flo
 // round trips overlap; the adds keep CTA order.
 template <int THREADS, int ACC, int IN_FLIGHT, class Barrier>
 __device__ __forceinline__ void add_partials(const StreamKSchedule &work, const WorkItem &w, const float *partials,
-                                             size_t slot_stride, uint64_t *ready, size_t ready_stride,
-                                             uint64_t launch, float *acc, int thread, bool live, Barrier &&barrier) {
+                                             size_t slot_stride, uint64_t *ready, size_t ready_stride, uint64_t launch,
+                                             float *acc, int thread, bool live, Barrier &&barrier) {
     static_assert(ACC % 4 == 0, "float4 columns");
     constexpr int kInFlight = IN_FLIGHT;
     // One thread per contributor polls its word, so that the finisher pays one L2 round trip
@@ -100,7 +100,8 @@ __device__ __forceinline__ void add_partials(const StreamKSchedule &work, const 
             if (have[i]) {
                 const float4 *src = reinterpret_cast<const float4 *>(partials + c * slot_stride);
 #pragma unroll
-                for (int r = 0; r < ACC / 4; ++r) v[i][r] = __ldcg(src + r * THREADS + thread);  // L2: another SM wrote it
+                for (int r = 0; r < ACC / 4; ++r)
+                    v[i][r] = __ldcg(src + r * THREADS + thread);  // L2: another SM wrote it
             }
         }
 #pragma unroll

@@ -40,18 +40,18 @@ struct WorkItem {
     int tile;
     int kb_begin;
     int kb_end;
-    uint64_t iteration;  // ring iteration of its first k-block (k-blocks of the CTA's earlier items)
-    int sk_tile;         // index among the stream-K tiles, -1 for a data-parallel tile
-    bool finisher;       // holds the tile's last k-block: reduces, applies the epilogue, stores
+    uint64_t iteration;     // ring iteration of its first k-block (k-blocks of the CTA's earlier items)
+    int sk_tile;            // index among the stream-K tiles, -1 for a data-parallel tile
+    bool finisher;          // holds the tile's last k-block: reduces, applies the epilogue, stores
     int first_contributor;  // finisher of a stream-K tile: CTAs [first_contributor, cta) published partials
 };
 
 struct StreamKSchedule {
     int tiles, k_tiles, grid, cta;
-    int dp_tiles;   // tiles [0, dp_tiles) are data-parallel: CTA c takes c, c + G, ...
-    int dp_items;   // how many of them this CTA takes
-    int64_t units;  // sk_tiles * k_tiles
-    int64_t u0, u1; // this CTA's stream-K units
+    int dp_tiles;    // tiles [0, dp_tiles) are data-parallel: CTA c takes c, c + G, ...
+    int dp_items;    // how many of them this CTA takes
+    int64_t units;   // sk_tiles * k_tiles
+    int64_t u0, u1;  // this CTA's stream-K units
 
     __device__ __forceinline__ StreamKSchedule(int tiles_, int k_tiles_, int grid_, int cta_, int sk_tiles)
         : tiles(tiles_), k_tiles(k_tiles_), grid(grid_), cta(cta_), dp_tiles(tiles_ - sk_tiles) {
@@ -94,8 +94,8 @@ struct StreamKSchedule {
         const int64_t begin = u0 > first ? u0 : first, end = u1 < last ? u1 : last;
         // Ring position: after the data-parallel tiles and the pieces of later tiles, [end, u1).
         const uint64_t iteration = static_cast<uint64_t>(dp_items) * k_tiles + static_cast<uint64_t>(u1 - end);
-        return {dp_tiles + t, static_cast<int>(begin - first), static_cast<int>(end - first), iteration, t,
-                end == last, owner(first)};
+        return {dp_tiles + t, static_cast<int>(begin - first), static_cast<int>(end - first), iteration, t, end == last,
+                owner(first)};
     }
 
     // Whether CTA c has any stream-K units (so published a partial of every tile it touched).

@@ -14,8 +14,8 @@ namespace ge::elementwise {
 
 // Rows [row_first, rows) step row_step; quads (4 destination columns) [quad_first, ..) step
 // quad_step. Two loops instead of one flat index: no 64-bit division per element.
-__device__ __forceinline__ void repack_tf32(const GeRepackParams &p, int row_first, int row_step,
-                                            int quad_first, int quad_step) {
+__device__ __forceinline__ void repack_tf32(const GeRepackParams &p, int row_first, int row_step, int quad_first,
+                                            int quad_step) {
     const int quads = int(p.ld_dst / 4);
     for (int row = row_first; row < p.rows; row += row_step) {
         const float *src = p.src + int64_t(row) * p.ld_src;
@@ -26,11 +26,11 @@ __device__ __forceinline__ void repack_tf32(const GeRepackParams &p, int row_fir
             float4 v = make_float4(at(col), at(col + 1), at(col + 2), at(col + 3));
             if (p.mode == GE_REPACK_SPLIT) {
                 // The same split as the kernels' (ptx::split_tf32), with both parts rounded here.
-                const float4 big = make_float4(ptx::round_tf32(v.x), ptx::round_tf32(v.y), ptx::round_tf32(v.z),
-                                               ptx::round_tf32(v.w));
-                const float4 small = make_float4(
-                    ptx::round_tf32(__fsub_rn(v.x, big.x)), ptx::round_tf32(__fsub_rn(v.y, big.y)),
-                    ptx::round_tf32(__fsub_rn(v.z, big.z)), ptx::round_tf32(__fsub_rn(v.w, big.w)));
+                const float4 big =
+                    make_float4(ptx::round_tf32(v.x), ptx::round_tf32(v.y), ptx::round_tf32(v.z), ptx::round_tf32(v.w));
+                const float4 small =
+                    make_float4(ptx::round_tf32(__fsub_rn(v.x, big.x)), ptx::round_tf32(__fsub_rn(v.y, big.y)),
+                                ptx::round_tf32(__fsub_rn(v.z, big.z)), ptx::round_tf32(__fsub_rn(v.w, big.w)));
                 *reinterpret_cast<float4 *>(dst + p.small_offset + col) = small;
                 v = big;
             } else if (p.mode == GE_REPACK_ROUND) {

@@ -25,7 +25,7 @@ __device__ __forceinline__ void reduce_and_store(const WarpDot<Cfg> &dot, Reduce
 #pragma unroll
         for (int m = 0; m < Cfg::TILE_M; ++m) {
             float s = dot.acc[r][m];
-            // A butterfly: every lane ends with the same sum, lane 0 stores it.
+        // A butterfly: every lane ends with the same sum, lane 0 stores it.
 #pragma unroll
             for (int offset = 16; offset > 0; offset /= 2) s = __fadd_rn(s, __shfl_xor_sync(0xffffffffu, s, offset));
             if (lane == 0) smem.warp_sums[warp][m * Cfg::TILE_N + r] = s;

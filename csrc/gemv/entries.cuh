@@ -9,12 +9,12 @@
 
 // NAME: the extern "C" symbol; P: its header prefix (P##_TILE_M ...); PRECISION: Precision::....
 // The header's TILE_K is checked against the config it describes.
-#define GE_GEMV_ENTRY(NAME, P, PRECISION)                                                                    \
-    extern "C" __global__ void __launch_bounds__(P##_THREADS) NAME(const GeProblem p) {                      \
+#define GE_GEMV_ENTRY(NAME, P, PRECISION)                                                                           \
+    extern "C" __global__ void __launch_bounds__(P##_THREADS) NAME(const GeProblem p) {                             \
         using Config = ge::gemv::KernelConfig<P##_TILE_M, P##_TILE_N, P##_THREADS / 32, P##_UNROLL, ge::PRECISION>; \
-        static_assert(Config::TILE_K == P##_TILE_K, #P "_TILE_K disagrees with the kernel config");         \
-        __shared__ ge::gemv::ReduceSmem<Config> reduce;                                                       \
-        ge::gemv::gemv<Config>(p, reduce, blockIdx.x, threadIdx.x);                                          \
+        static_assert(Config::TILE_K == P##_TILE_K, #P "_TILE_K disagrees with the kernel config");                 \
+        __shared__ ge::gemv::ReduceSmem<Config> reduce;                                                             \
+        ge::gemv::gemv<Config>(p, reduce, blockIdx.x, threadIdx.x);                                                 \
     }
 
 // clang-format off

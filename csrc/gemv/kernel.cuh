@@ -50,7 +50,9 @@ __device__ __forceinline__ void gemv(const GeProblem &p, ReduceSmem<Cfg> &smem, 
                 w[u][r] = k_in && n0 + r < p.n ? load_streamed(p.w + int64_t(n0 + r) * p.ldw + k) : zero;
 #pragma unroll
             for (int m = 0; m < Cfg::TILE_M; ++m)
-                x[u][m] = k_in && m < p.m ? Dot::convert(__ldg(reinterpret_cast<const float4 *>(p.x + int64_t(m) * p.ldx + k))) : zero;
+                x[u][m] = k_in && m < p.m
+                              ? Dot::convert(__ldg(reinterpret_cast<const float4 *>(p.x + int64_t(m) * p.ldx + k)))
+                              : zero;
         }
 #pragma unroll
         for (int u = 0; u < Cfg::UNROLL; ++u) dot.fma(w[u], x[u]);

@@ -30,7 +30,7 @@ typedef struct GeProblem {
     int32_t m;
     int32_t n;
     int32_t k;
-    float scale;       /* s in (v*s) + v; any value, NaN and Inf included             */
+    float scale; /* s in (v*s) + v; any value, NaN and Inf included             */
 } GeProblem;
 
 /* Second pass of the unfused baseline (cuBLAS GEMM, then this): in place on `out`,
@@ -127,7 +127,7 @@ typedef struct GeStreamK {
 #define GE_SM80_MMA_128X128_WARP_N 64
 #define GE_SM80_MMA_128X128_STAGES 3
 #define GE_SM80_MMA_128X128_THREADS 128
-#define GE_SM80_MMA_128X128_SMEM_BYTES                                                            \
+#define GE_SM80_MMA_128X128_SMEM_BYTES                                                        \
     (GE_SM80_MMA_128X128_STAGES * (GE_SM80_MMA_128X128_TILE_M + GE_SM80_MMA_128X128_TILE_N) * \
      GE_SM80_MMA_128X128_TILE_K * 4)
 
@@ -140,7 +140,7 @@ typedef struct GeStreamK {
 #define GE_SM80_MMA_128X256_WARP_N 64
 #define GE_SM80_MMA_128X256_STAGES 3
 #define GE_SM80_MMA_128X256_THREADS 256
-#define GE_SM80_MMA_128X256_SMEM_BYTES                                                            \
+#define GE_SM80_MMA_128X256_SMEM_BYTES                                                        \
     (GE_SM80_MMA_128X256_STAGES * (GE_SM80_MMA_128X256_TILE_M + GE_SM80_MMA_128X256_TILE_N) * \
      GE_SM80_MMA_128X256_TILE_K * 4)
 
@@ -245,9 +245,9 @@ typedef struct GeSm90Params {
 #define GE_SM90_PINGPONG_128X128_TILE_K 32
 #define GE_SM90_PINGPONG_128X128_STAGES 6
 #define GE_SM90_PINGPONG_128X128_THREADS 384
-#define GE_SM90_PINGPONG_128X128_SMEM_BYTES                                                               \
+#define GE_SM90_PINGPONG_128X128_SMEM_BYTES                                                                  \
     (GE_SM90_PINGPONG_128X128_STAGES * (GE_SM90_PINGPONG_128X128_TILE_M + GE_SM90_PINGPONG_128X128_TILE_N) * \
-         GE_SM90_PINGPONG_128X128_TILE_K * 4 +                                                             \
+         GE_SM90_PINGPONG_128X128_TILE_K * 4 +                                                               \
      GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
 
 /* pingpong 64x128: one m64n128k8 per k-step, 8 stages (8 x 24 KiB = 6 x 32 KiB): for small M.
@@ -259,9 +259,9 @@ typedef struct GeSm90Params {
 #define GE_SM90_PINGPONG_64X128_TILE_K 32
 #define GE_SM90_PINGPONG_64X128_STAGES 8
 #define GE_SM90_PINGPONG_64X128_THREADS 384
-#define GE_SM90_PINGPONG_64X128_SMEM_BYTES                                                             \
+#define GE_SM90_PINGPONG_64X128_SMEM_BYTES                                                                \
     (GE_SM90_PINGPONG_64X128_STAGES * (GE_SM90_PINGPONG_64X128_TILE_M + GE_SM90_PINGPONG_64X128_TILE_N) * \
-         GE_SM90_PINGPONG_64X128_TILE_K * 4 +                                                           \
+         GE_SM90_PINGPONG_64X128_TILE_K * 4 +                                                             \
      GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
 
 /* pingpong 64x64: one m64n64k8 per k-step, 12 stages (12 x 16 KiB = 6 x 32 KiB): for M <= 128,
@@ -273,9 +273,9 @@ typedef struct GeSm90Params {
 #define GE_SM90_PINGPONG_64X64_TILE_K 32
 #define GE_SM90_PINGPONG_64X64_STAGES 12
 #define GE_SM90_PINGPONG_64X64_THREADS 384
-#define GE_SM90_PINGPONG_64X64_SMEM_BYTES                                                           \
+#define GE_SM90_PINGPONG_64X64_SMEM_BYTES                                                              \
     (GE_SM90_PINGPONG_64X64_STAGES * (GE_SM90_PINGPONG_64X64_TILE_M + GE_SM90_PINGPONG_64X64_TILE_N) * \
-         GE_SM90_PINGPONG_64X64_TILE_K * 4 +                                                         \
+         GE_SM90_PINGPONG_64X64_TILE_K * 4 +                                                           \
      GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
 
 /* cooperative 128x256: both consumers on every tile, 64 rows each (m64n256k8 wgmmas: fewer
@@ -288,16 +288,16 @@ typedef struct GeSm90Params {
 #define GE_SM90_COOPERATIVE_128X256_TILE_K 32
 #define GE_SM90_COOPERATIVE_128X256_STAGES 4
 #define GE_SM90_COOPERATIVE_128X256_THREADS 384
-#define GE_SM90_COOPERATIVE_128X256_SMEM_BYTES                                                                    \
+#define GE_SM90_COOPERATIVE_128X256_SMEM_BYTES                                                                        \
     (GE_SM90_COOPERATIVE_128X256_STAGES * (GE_SM90_COOPERATIVE_128X256_TILE_M + GE_SM90_COOPERATIVE_128X256_TILE_N) * \
-         GE_SM90_COOPERATIVE_128X256_TILE_K * 4 +                                                                  \
+         GE_SM90_COOPERATIVE_128X256_TILE_K * 4 +                                                                     \
      GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
 
 /* Tf32x3 (3xTF32) builds, entries ending in `_x3`: X split into big and small TF32 parts in
  * registers, W's two parts read from w_map and w_small_map, three wgmmas per k-step
  * (small*big, big*small, big*big), each k-block's sum added into the accumulator on the CUDA
- * cores (fp32, round to nearest: wgmma's accumulation is not as precise). Each stage holds one X tile and two W tiles, so fewer stages
- * fit; three times the tensor-core work per stage needs fewer to hide the loads behind. */
+ * cores (fp32, round to nearest: wgmma's accumulation is not as precise). Each stage holds one X tile and two W tiles,
+ * so fewer stages fit; three times the tensor-core work per stage needs fewer to hide the loads behind. */
 
 /* cooperative 128x128 x3: 64 rows per consumer (a 64x128 accumulator and a k-block's partial
  * sum fit in registers), 4 stages of 16 + 2 x 16 KiB.
@@ -307,10 +307,10 @@ typedef struct GeSm90Params {
 #define GE_SM90_COOPERATIVE_128X128_X3_TILE_K 32
 #define GE_SM90_COOPERATIVE_128X128_X3_STAGES 4
 #define GE_SM90_COOPERATIVE_128X128_X3_THREADS 384
-#define GE_SM90_COOPERATIVE_128X128_X3_SMEM_BYTES                                                   \
-    (GE_SM90_COOPERATIVE_128X128_X3_STAGES *                                                        \
-         (GE_SM90_COOPERATIVE_128X128_X3_TILE_M + 2 * GE_SM90_COOPERATIVE_128X128_X3_TILE_N) *          \
-         GE_SM90_COOPERATIVE_128X128_X3_TILE_K * 4 +                                                \
+#define GE_SM90_COOPERATIVE_128X128_X3_SMEM_BYTES                                              \
+    (GE_SM90_COOPERATIVE_128X128_X3_STAGES *                                                   \
+         (GE_SM90_COOPERATIVE_128X128_X3_TILE_M + 2 * GE_SM90_COOPERATIVE_128X128_X3_TILE_N) * \
+         GE_SM90_COOPERATIVE_128X128_X3_TILE_K * 4 +                                           \
      GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
 
 /* pingpong 64x128 x3: 4 stages of 8 + 2 x 16 KiB: for small M.
@@ -320,10 +320,9 @@ typedef struct GeSm90Params {
 #define GE_SM90_PINGPONG_64X128_X3_TILE_K 32
 #define GE_SM90_PINGPONG_64X128_X3_STAGES 4
 #define GE_SM90_PINGPONG_64X128_X3_THREADS 384
-#define GE_SM90_PINGPONG_64X128_X3_SMEM_BYTES                                                   \
-    (GE_SM90_PINGPONG_64X128_X3_STAGES *                                                        \
-         (GE_SM90_PINGPONG_64X128_X3_TILE_M + 2 * GE_SM90_PINGPONG_64X128_X3_TILE_N) *          \
-         GE_SM90_PINGPONG_64X128_X3_TILE_K * 4 +                                                \
+#define GE_SM90_PINGPONG_64X128_X3_SMEM_BYTES                                                                          \
+    (GE_SM90_PINGPONG_64X128_X3_STAGES * (GE_SM90_PINGPONG_64X128_X3_TILE_M + 2 * GE_SM90_PINGPONG_64X128_X3_TILE_N) * \
+         GE_SM90_PINGPONG_64X128_X3_TILE_K * 4 +                                                                       \
      GE_SM90_EPILOGUE_SMEM_BYTES + 2048)
 
 /* ---- Skinny family (sm_90): csrc/skinny/ --------------------------------------------- */
@@ -350,8 +349,9 @@ typedef struct GeSm90Params {
 #define GE_SKINNY_8X16_TILE_K 32
 #define GE_SKINNY_8X16_STAGES 4
 #define GE_SKINNY_8X16_THREADS 256
-#define GE_SKINNY_8X16_SMEM_BYTES \
-    (GE_SKINNY_8X16_STAGES * GE_SKINNY_8X16_THREADS * (GE_SKINNY_8X16_TILE_K / 16) * (2 + GE_SKINNY_8X16_TILE_M / 8) * 16)
+#define GE_SKINNY_8X16_SMEM_BYTES                                                                                      \
+    (GE_SKINNY_8X16_STAGES * GE_SKINNY_8X16_THREADS * (GE_SKINNY_8X16_TILE_K / 16) * (2 + GE_SKINNY_8X16_TILE_M / 8) * \
+     16)
 
 /* 16x16: X rows 0..15, 4 warps, 4 stages of 32 k (64 KiB): m <= 16. */
 #define GE_SKINNY_16X16_TILE_M 16
@@ -359,8 +359,9 @@ typedef struct GeSm90Params {
 #define GE_SKINNY_16X16_TILE_K 32
 #define GE_SKINNY_16X16_STAGES 4
 #define GE_SKINNY_16X16_THREADS 128
-#define GE_SKINNY_16X16_SMEM_BYTES \
-    (GE_SKINNY_16X16_STAGES * GE_SKINNY_16X16_THREADS * (GE_SKINNY_16X16_TILE_K / 16) * (2 + GE_SKINNY_16X16_TILE_M / 8) * 16)
+#define GE_SKINNY_16X16_SMEM_BYTES                                                      \
+    (GE_SKINNY_16X16_STAGES * GE_SKINNY_16X16_THREADS * (GE_SKINNY_16X16_TILE_K / 16) * \
+     (2 + GE_SKINNY_16X16_TILE_M / 8) * 16)
 
 /* The most CTAs a cluster may hold without opting in to non-portable sizes. */
 #define GE_SKINNY_MAX_SPLIT 8

@@ -11,9 +11,9 @@
 #include "kernel.cuh"
 
 #if GE_SM90_ENABLED
-#define GE_SKINNY_BODY(CONFIG)                                                                         \
-    __shared__ ge::skinny::ReduceSmem<CONFIG> reduce;                                                  \
-    extern __shared__ __align__(128) uint8_t ge_skinny_stages[];                                      \
+#define GE_SKINNY_BODY(CONFIG)                                                                                 \
+    __shared__ ge::skinny::ReduceSmem<CONFIG> reduce;                                                          \
+    extern __shared__ __align__(128) uint8_t ge_skinny_stages[];                                               \
     ge::skinny::skinny_gemm<CONFIG>(p, reduce, ge_skinny_stages, blockIdx.x, ge::sm90::ptx::cluster_ctarank(), \
                                     ge::sm90::ptx::cluster_nctarank(), threadIdx.x);
 #else
@@ -22,13 +22,13 @@
 
 // NAME: the extern "C" symbol; P: its header prefix (P##_TILE_M ...); PRECISION: Precision::....
 // The header's THREADS and SMEM_BYTES are checked against the config they describe.
-#define GE_SKINNY_ENTRY(NAME, P, PRECISION)                                                                     \
-    extern "C" __global__ void __launch_bounds__(P##_THREADS) NAME(const GeProblem p) {                         \
-        using Config = ge::skinny::KernelConfig<P##_TILE_M, P##_TILE_N, P##_TILE_K, P##_THREADS / 32, P##_STAGES, \
-                                                ge::PRECISION>;                                                  \
-        static_assert(Config::THREADS == P##_THREADS, #P "_THREADS disagrees with the kernel config");         \
-        static_assert(Config::SMEM_BYTES == P##_SMEM_BYTES, #P "_SMEM_BYTES disagrees with the kernel config"); \
-        GE_SKINNY_BODY(Config)                                                                                  \
+#define GE_SKINNY_ENTRY(NAME, P, PRECISION)                                                                            \
+    extern "C" __global__ void __launch_bounds__(P##_THREADS) NAME(const GeProblem p) {                                \
+        using Config =                                                                                                 \
+            ge::skinny::KernelConfig<P##_TILE_M, P##_TILE_N, P##_TILE_K, P##_THREADS / 32, P##_STAGES, ge::PRECISION>; \
+        static_assert(Config::THREADS == P##_THREADS, #P "_THREADS disagrees with the kernel config");                 \
+        static_assert(Config::SMEM_BYTES == P##_SMEM_BYTES, #P "_SMEM_BYTES disagrees with the kernel config");        \
+        GE_SKINNY_BODY(Config)                                                                                         \
     }
 
 // clang-format off

@@ -7,9 +7,9 @@
 // to make that possible. Lane (g, t) = (lane/4, lane%4) copies, for copy j, the four floats
 // k0 + 16j + 4t .. +3 of W rows g and g+8 and of X rows g (+8 per fragment); a quad of lanes reads
 // 64 contiguous bytes of a row. mma's k index t stands for the copy's element 2q and t+4 for
-// element 2q+1, for half q = 0, 1 of each copy: A = {W[g][2q], W[g+8][2q], W[g][2q+1], W[g+8][2q+1]}, B = {X[g][2q], X[g][2q+1]}.
-// The same permutation of k on both operands leaves the sum unchanged (its order inside one mma
-// is the tensor core's anyway).
+// element 2q+1, for half q = 0, 1 of each copy: A = {W[g][2q], W[g+8][2q], W[g][2q+1], W[g+8][2q+1]}, B = {X[g][2q],
+// X[g][2q+1]}. The same permutation of k on both operands leaves the sum unchanged (its order inside one mma is the
+// tensor core's anyway).
 //
 // Operands are converted in registers as the precision asks (../common/precision.cuh): half an
 // ulp added for Tf32, nothing for Tf32Truncated, split into big and small TF32 parts for Tf32x3.
@@ -63,7 +63,8 @@ struct WarpDot {
             for (int h = 0; h < 2; ++h) {
                 const int n = n0 + g + 8 * h;
                 const bool in = k_in && n < p.n;
-                sm80::ptx::cp_async_16(stage + ((j * 2 + h) * 32 + lane) * 16, in ? p.w + int64_t(n) * p.ldw + k : p.w, in);
+                sm80::ptx::cp_async_16(stage + ((j * 2 + h) * 32 + lane) * 16, in ? p.w + int64_t(n) * p.ldw + k : p.w,
+                                       in);
             }
 #pragma unroll
             for (int f = 0; f < Cfg::X_FRAGS; ++f) {
@@ -82,7 +83,8 @@ struct WarpDot {
 #pragma unroll
             for (int h = 0; h < 2; ++h) fr.w[j][h] = stage[(j * 2 + h) * 32 + lane];
 #pragma unroll
-            for (int f = 0; f < Cfg::X_FRAGS; ++f) fr.x[j][f] = stage[(2 * Cfg::LOADS + j * Cfg::X_FRAGS + f) * 32 + lane];
+            for (int f = 0; f < Cfg::X_FRAGS; ++f)
+                fr.x[j][f] = stage[(2 * Cfg::LOADS + j * Cfg::X_FRAGS + f) * 32 + lane];
         }
     }
 
@@ -129,7 +131,7 @@ struct WarpDot {
     __device__ __forceinline__ static int row_of(int f, int e, int lane) { return 8 * f + 2 * (lane % 4) + (e & 1); }
     __device__ __forceinline__ static int col_of(int e, int lane) { return lane / 4 + 8 * (e >> 1); }
 
-  private:
+   private:
     __device__ __forceinline__ static uint32_t word(const uint4 &v, int i) {
         return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
     }
@@ -138,8 +140,10 @@ struct WarpDot {
     __device__ __forceinline__ static void convert(uint32_t (&r)[N], uint32_t (&small)[N]) {
 #pragma unroll
         for (int i = 0; i < N; ++i) {
-            if constexpr (Cfg::PRECISION == Precision::Tf32) r[i] = ge::ptx::add_half_ulp_tf32(r[i]);
-            else if constexpr (SPLIT) ge::ptx::split_tf32(r[i], r[i], small[i]);
+            if constexpr (Cfg::PRECISION == Precision::Tf32)
+                r[i] = ge::ptx::add_half_ulp_tf32(r[i]);
+            else if constexpr (SPLIT)
+                ge::ptx::split_tf32(r[i], r[i], small[i]);
         }
     }
 };

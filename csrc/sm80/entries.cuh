@@ -11,14 +11,14 @@
 // NAME: the extern "C" symbol; P: its header prefix (P##_TILE_M ...); then the policies
 // (OperandAccess::..., Precision::..., EpilogueStore::...). The header's THREADS and SMEM_BYTES
 // are checked against the config they describe.
-#define GE_SM80_ENTRY(NAME, P, ACCESS, PRECISION, STORE)                                                     \
-    extern "C" __global__ void __launch_bounds__(P##_THREADS, 1) NAME(const GeProblem p, const GeStreamK stream_k) { \
-        using Config = ge::sm80::KernelConfig<P##_TILE_M, P##_TILE_N, P##_TILE_K, P##_WARP_M, P##_WARP_N,          \
-                                              P##_STAGES, ge::sm80::ACCESS, ge::PRECISION, ge::sm80::STORE>;        \
-        static_assert(Config::THREADS == P##_THREADS, #P "_THREADS disagrees with the kernel config");             \
-        static_assert(Config::SMEM_BYTES == P##_SMEM_BYTES, #P "_SMEM_BYTES disagrees with the kernel config");    \
-        extern __shared__ __align__(128) float ge_sm80_smem[];                                                      \
-        ge::sm80::fused_gemm<Config>(p, stream_k, ge_sm80_smem, blockIdx.x, gridDim.x, threadIdx.x);              \
+#define GE_SM80_ENTRY(NAME, P, ACCESS, PRECISION, STORE)                                                              \
+    extern "C" __global__ void __launch_bounds__(P##_THREADS, 1) NAME(const GeProblem p, const GeStreamK stream_k) {  \
+        using Config = ge::sm80::KernelConfig<P##_TILE_M, P##_TILE_N, P##_TILE_K, P##_WARP_M, P##_WARP_N, P##_STAGES, \
+                                              ge::sm80::ACCESS, ge::PRECISION, ge::sm80::STORE>;                      \
+        static_assert(Config::THREADS == P##_THREADS, #P "_THREADS disagrees with the kernel config");                \
+        static_assert(Config::SMEM_BYTES == P##_SMEM_BYTES, #P "_SMEM_BYTES disagrees with the kernel config");       \
+        extern __shared__ __align__(128) float ge_sm80_smem[];                                                        \
+        ge::sm80::fused_gemm<Config>(p, stream_k, ge_sm80_smem, blockIdx.x, gridDim.x, threadIdx.x);                  \
     }
 
 // clang-format off

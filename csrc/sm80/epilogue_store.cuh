@@ -14,9 +14,8 @@
 namespace ge::sm80 {
 
 template <class Cfg, class Epilogue>
-__device__ __forceinline__ void store_tile(const WarpMma<Cfg> &mma, const Epilogue &epi,
-                                           const GeProblem &p, int m0, int n0, int warp_m,
-                                           int warp_n, int lane) {
+__device__ __forceinline__ void store_tile(const WarpMma<Cfg> &mma, const Epilogue &epi, const GeProblem &p, int m0,
+                                           int n0, int warp_m, int warp_n, int lane) {
     const int g = lane >> 2, t = lane & 3;
     const bool pairs = (p.ldo % 2 == 0) && (reinterpret_cast<uintptr_t>(p.out) % 8 == 0);
 #pragma unroll
@@ -56,9 +55,9 @@ __device__ __forceinline__ int staged_offset(int row, int col) {
 
 // Call after the mainloop with no cp.async in flight; `smem` is the stage buffers.
 template <class Cfg, class Epilogue>
-__device__ __forceinline__ void store_tile_staged(const WarpMma<Cfg> &mma, const Epilogue &epi,
-                                                  const GeProblem &p, float *smem, int m0, int n0,
-                                                  int warp_m, int warp_n, int lane, int tid) {
+__device__ __forceinline__ void store_tile_staged(const WarpMma<Cfg> &mma, const Epilogue &epi, const GeProblem &p,
+                                                  float *smem, int m0, int n0, int warp_m, int warp_n, int lane,
+                                                  int tid) {
     const int g = lane >> 2, t = lane & 3;
     __syncthreads();  // every warp is done reading its last fragments from the stages
 #pragma unroll

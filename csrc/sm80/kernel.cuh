@@ -30,8 +30,7 @@ __device__ __forceinline__ void whole_tile(const GeProblem &p, float *smem, int 
     const auto tile = typename Cfg::Raster(p.m, p.n).tile(tile_id);
     WarpMma<Cfg> mma;
     mma.clear();
-    mainloop<Cfg>(p, smem, tile.m0, tile.n0, 0, (p.k + Cfg::TILE_K - 1) / Cfg::TILE_K, mma, warp_m, warp_n, lane,
-                  tid);
+    mainloop<Cfg>(p, smem, tile.m0, tile.n0, 0, (p.k + Cfg::TILE_K - 1) / Cfg::TILE_K, mma, warp_m, warp_n, lane, tid);
     store<Cfg>(mma, p, smem, tile.m0, tile.n0, warp_m, warp_n, lane, tid);
 }
 
@@ -71,7 +70,7 @@ __device__ __forceinline__ void stream_k_ranges(const GeProblem &p, const GeStre
             continue;
         }
         add_partials<Cfg::THREADS, kAcc, 1>(work, w, sk.partials, kSlot, sk.ready, 1, sk.launch, &mma.acc[0][0][0], tid,
-                                         live, cta_barrier);
+                                            live, cta_barrier);
         store<Cfg>(mma, p, smem, m0, n0, warp_m, warp_n, lane, tid);
     }
 }

@@ -37,8 +37,8 @@ struct SmemTileLoader {
     // `rows` valid rows, `k` valid columns) into `tile`, (ROWS, 32) fp32 in smem. Out-of-range
     // elements are zero-filled (cp.async with src-size 0 reads nothing), so the mainloop needs no
     // predication.
-    __device__ __forceinline__ static void load(float *tile, const float *gmem, int64_t ld, int rows, int k,
-                                                int row0, int k0, int tid) {
+    __device__ __forceinline__ static void load(float *tile, const float *gmem, int64_t ld, int rows, int k, int row0,
+                                                int k0, int tid) {
         const int r = first_row(tid), chunk = tid & 7;
         const int gk = k0 + chunk * 4;
         const float *src = gmem + int64_t(row0 + r) * ld + gk;

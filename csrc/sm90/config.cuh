@@ -35,7 +35,7 @@ struct KernelConfig {
 
     static constexpr Schedule SCHEDULE = SCHEDULE_;
     static constexpr bool COOPERATIVE = SCHEDULE == Schedule::Cooperative;
-    static constexpr int CONSUMERS = 2;                      // consumer warpgroups
+    static constexpr int CONSUMERS = 2;  // consumer warpgroups
     static constexpr int WARPGROUP_THREADS = 128;
     static constexpr int THREADS = WARPGROUP_THREADS * (1 + CONSUMERS);
     // Register split (65536 per SM, one CTA): producer needs few, consumers hold a
@@ -43,16 +43,16 @@ struct KernelConfig {
     static constexpr uint32_t PRODUCER_REGS = 40;
     static constexpr uint32_t CONSUMER_REGS = 232;
 
-    static constexpr int WGMMA_M = 64;   // wgmma.m64nNk8: one warpgroup, 64 rows
+    static constexpr int WGMMA_M = 64;  // wgmma.m64nNk8: one warpgroup, 64 rows
     static constexpr int WGMMA_N = TILE_N;
-    static constexpr int WGMMA_K = 8;    // TF32 K per instruction
+    static constexpr int WGMMA_K = 8;                                                // TF32 K per instruction
     static constexpr int CONSUMER_ROWS = COOPERATIVE ? TILE_M / CONSUMERS : TILE_M;  // rows per consumer
-    static constexpr int M_ATOMS = CONSUMER_ROWS / WGMMA_M;  // wgmmas stacked along M per k-step
-    static constexpr int TILE_STEP = COOPERATIVE ? 1 : CONSUMERS;  // a consumer's stride through CTA tiles
+    static constexpr int M_ATOMS = CONSUMER_ROWS / WGMMA_M;         // wgmmas stacked along M per k-step
+    static constexpr int TILE_STEP = COOPERATIVE ? 1 : CONSUMERS;   // a consumer's stride through CTA tiles
     static constexpr int TILE_PARTS = COOPERATIVE ? CONSUMERS : 1;  // consumers sharing one CTA tile
     // Consumer warps releasing each stage, per CTA of the cluster.
     static constexpr int RELEASERS = TILE_PARTS * WARPGROUP_THREADS / 32;
-    static constexpr int K_STEPS = TILE_K / WGMMA_K;  // k-steps per stage
+    static constexpr int K_STEPS = TILE_K / WGMMA_K;                            // k-steps per stage
     static constexpr int ACC_PER_ATOM = WGMMA_M * WGMMA_N / WARPGROUP_THREADS;  // fp32 regs
     // Precision::Tf32: register sets of X fragments (4 regs per 64-row atom) in flight, one
     // wgmma group each. More sets keep more groups queued for the tensor cores while the next

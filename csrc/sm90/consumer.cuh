@@ -22,8 +22,8 @@ namespace ge::sm90 {
 // this CTA, whole. Cooperative: every tile j, rows consumer * CONSUMER_ROWS.. of it.
 template <class Cfg>
 __device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Storage &s,
-                                        const typename Cfg::Raster &raster, const StreamKSchedule &work,
-                                        int cta_rank, int consumer, int warp, int lane) {
+                                        const typename Cfg::Raster &raster, const StreamKSchedule &work, int cta_rank,
+                                        int consumer, int warp, int lane) {
     const GeProblem &prob = p.problem;
     const bool vec2 = (prob.ldo % 2 == 0) && ((reinterpret_cast<uintptr_t>(prob.out) & 7) == 0);
     const int row0 = Cfg::COOPERATIVE ? consumer * Cfg::CONSUMER_ROWS : 0;
@@ -78,9 +78,9 @@ __device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Sto
                                                               warpgroup_barrier);
                 continue;
             }
-            add_partials<Cfg::WARPGROUP_THREADS, kAcc, Cfg::STREAM_K_IN_FLIGHT>(work, w, p.stream_k.partials + in_slot, kSlot, ready, kReady,
-                                                       p.stream_k.launch, &acc[0][0], wg_thread, live,
-                                                       warpgroup_barrier);
+            add_partials<Cfg::WARPGROUP_THREADS, kAcc, Cfg::STREAM_K_IN_FLIGHT>(
+                work, w, p.stream_k.partials + in_slot, kSlot, ready, kReady, p.stream_k.launch, &acc[0][0], wg_thread,
+                live, warpgroup_barrier);
         }
         if (p.store_tma)
             store_tile_tma<Cfg>(p, s.c[consumer], m0, tile.n0, acc, bias, warp, lane);

@@ -11,7 +11,7 @@
 #include "warp_specialized.cuh"
 
 #if GE_SM90_ENABLED
-#define GE_SM90_BODY(CONFIG)                                 \
+#define GE_SM90_BODY(CONFIG)                                  \
     extern __shared__ __align__(1024) uint8_t ge_sm90_smem[]; \
     ge::sm90::warp_specialized_gemm<CONFIG>(p, ge_sm90_smem, threadIdx.x, blockIdx.x, gridDim.x);
 #else
@@ -22,13 +22,12 @@
 // CLUSTER_M: CTAs per cluster along M; PRECISION: Precision::... (mainloop.cuh). The header's
 // THREADS and SMEM_BYTES are checked against the config they describe.
 #define GE_SM90_ENTRY(NAME, P, SCHEDULE, CLUSTER_M, PRECISION)                                                    \
-    extern "C" __global__ void __launch_bounds__(P##_THREADS, 1) NAME(const __grid_constant__ GeSm90Params p) {  \
-        using Config =                                                                                           \
-            ge::sm90::KernelConfig<P##_TILE_M, P##_TILE_N, P##_TILE_K, P##_STAGES, ge::sm90::SCHEDULE, CLUSTER_M, \
-                                   ge::PRECISION>;                                                                  \
-        static_assert(Config::THREADS == P##_THREADS, #P "_THREADS disagrees with the kernel config");          \
-        static_assert(Config::SMEM_BYTES == P##_SMEM_BYTES, #P "_SMEM_BYTES disagrees with the kernel config"); \
-        GE_SM90_BODY(Config)                                                                                     \
+    extern "C" __global__ void __launch_bounds__(P##_THREADS, 1) NAME(const __grid_constant__ GeSm90Params p) {   \
+        using Config = ge::sm90::KernelConfig<P##_TILE_M, P##_TILE_N, P##_TILE_K, P##_STAGES, ge::sm90::SCHEDULE, \
+                                              CLUSTER_M, ge::PRECISION>;                                          \
+        static_assert(Config::THREADS == P##_THREADS, #P "_THREADS disagrees with the kernel config");            \
+        static_assert(Config::SMEM_BYTES == P##_SMEM_BYTES, #P "_SMEM_BYTES disagrees with the kernel config");   \
+        GE_SM90_BODY(Config)                                                                                      \
     }
 
 // clang-format off

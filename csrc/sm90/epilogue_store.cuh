@@ -103,13 +103,15 @@ __device__ __forceinline__ void store_tile_tma(const GeSm90Params &p, float *box
                     const int row = lane / 4 + h * 8;
                     const float v0 = epi(acc[ma][i * 4 + h * 2 + 0], b.x);
                     const float v1 = epi(acc[ma][i * 4 + h * 2 + 1], b.y);
-                    *reinterpret_cast<float2 *>(reinterpret_cast<uint8_t *>(box) + row * 128 + in_row) = make_float2(v0, v1);
+                    *reinterpret_cast<float2 *>(reinterpret_cast<uint8_t *>(box) + row * 128 + in_row) =
+                        make_float2(v0, v1);
                 }
             });
             ptx::fence_proxy_async_smem();  // each writer, before the warp's store may read
             __syncwarp();
             if (lane == 0) {
-                ptx::tma_store_2d(&p.out_map, box, n0 + q * kStoreBoxCols, m0 + ma * Cfg::WGMMA_M + warp * kStoreBoxRows);
+                ptx::tma_store_2d(&p.out_map, box, n0 + q * kStoreBoxCols,
+                                  m0 + ma * Cfg::WGMMA_M + warp * kStoreBoxRows);
                 ptx::bulk_commit_group();
             }
         });

@@ -20,8 +20,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "../common/ptx.cuh"
 #include "../common/precision.cuh"
+#include "../common/ptx.cuh"
 #include "pipeline.cuh"
 #include "ptx.cuh"
 #include "smem_layout.cuh"
@@ -33,13 +33,12 @@ namespace ge::sm90 {
 // X and W from shared memory: one wgmma group per k-block, the previous one still in flight.
 template <class Cfg>
 __device__ __forceinline__ uint32_t mma_tile_smem_x(typename Cfg::Storage &s, PipelineState &pipe, int k_tiles,
-                                                    float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM], int row0,
-                                                    int lane) {
+                                                    float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM], int row0, int lane) {
     uint32_t held_stage = 0;
     for (int kb = 0; kb < k_tiles; ++kb) {
         uint32_t x_stage = ge::ptx::smem_addr(s.x[pipe.stage]);  // (TILE_M, TILE_K)
         uint32_t w_stage = ge::ptx::smem_addr(s.w[pipe.stage]);  // (TILE_N, TILE_K)
-        if constexpr (Cfg::UNIFORM_DESCRIPTORS) {  // before the wait, where their latency can hide
+        if constexpr (Cfg::UNIFORM_DESCRIPTORS) {                // before the wait, where their latency can hide
             x_stage = ge::ptx::warp_uniform(x_stage);
             w_stage = ge::ptx::warp_uniform(w_stage);
         }
@@ -83,13 +82,14 @@ __device__ __forceinline__ uint32_t mma_tile_rounded_x(typename Cfg::Storage &s,
     const int row = row0 + 16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1);
     uint32_t chunk_offset[Cfg::K_STEPS];
 #pragma unroll
-    for (int ks = 0; ks < Cfg::K_STEPS; ++ks) chunk_offset[ks] = row * 128 + (((2 * ks + (lane >> 4)) ^ (lane & 7)) << 4);
+    for (int ks = 0; ks < Cfg::K_STEPS; ++ks)
+        chunk_offset[ks] = row * 128 + (((2 * ks + (lane >> 4)) ^ (lane & 7)) << 4);
 
     uint32_t frag[kBuffers][Cfg::M_ATOMS][4];
     uint32_t held_stage = 0;
     for (int kb = 0; kb < k_tiles; ++kb) {
         ptx::mbarrier_wait(&s.full[pipe.stage], pipe.phase);
-        const uint32_t x_stage = ge::ptx::smem_addr(s.x[pipe.stage]);                           // (TILE_M, TILE_K)
+        const uint32_t x_stage = ge::ptx::smem_addr(s.x[pipe.stage]);                          // (TILE_M, TILE_K)
         const uint64_t desc_w = make_desc_k_major_sw128(ge::ptx::smem_addr(s.w[pipe.stage]));  // (TILE_N, TILE_K)
 #pragma unroll
         for (int ks = 0; ks < Cfg::K_STEPS; ++ks) {
@@ -106,7 +106,8 @@ __device__ __forceinline__ uint32_t mma_tile_rounded_x(typename Cfg::Storage &s,
             ptx::wgmma_fence();  // the fragment registers written above, before the wgmma reads them
             const uint64_t w = desc_advance(desc_w, ks * Cfg::WGMMA_K * 4);
 #pragma unroll
-            for (int ma = 0; ma < Cfg::M_ATOMS; ++ma) ptx::wgmma_tf32_rs<Cfg::WGMMA_N>(acc[ma], x[ma], w, (kb | ks) != 0);
+            for (int ma = 0; ma < Cfg::M_ATOMS; ++ma)
+                ptx::wgmma_tf32_rs<Cfg::WGMMA_N>(acc[ma], x[ma], w, (kb | ks) != 0);
             ptx::wgmma_commit_group();
         }
         held_stage = pipe.stage;
@@ -129,9 +130,10 @@ __device__ __forceinline__ uint32_t mma_tile_rounded_x_by_kblock(typename Cfg::S
     const int row = row0 + 16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1);
     uint32_t chunk_offset[Cfg::K_STEPS];
 #pragma unroll
-    for (int ks = 0; ks < Cfg::K_STEPS; ++ks) chunk_offset[ks] = row * 128 + (((2 * ks + (lane >> 4)) ^ (lane & 7)) << 4);
+    for (int ks = 0; ks < Cfg::K_STEPS; ++ks)
+        chunk_offset[ks] = row * 128 + (((2 * ks + (lane >> 4)) ^ (lane & 7)) << 4);
     uint32_t frag[kSets][Cfg::K_STEPS][Cfg::M_ATOMS][4];  // k-blocks kb, kb + 1, kb + 2
-    PipelineState ahead = pipe;  // the stage of the k-block whose fragments load next
+    PipelineState ahead = pipe;                           // the stage of the k-block whose fragments load next
     auto load = [&](uint32_t(&f)[Cfg::K_STEPS][Cfg::M_ATOMS][4]) {
         ptx::mbarrier_wait(&s.full[ahead.stage], ahead.phase);
         const uint32_t x_stage = ge::ptx::smem_addr(s.x[ahead.stage]);
@@ -189,15 +191,16 @@ __device__ __forceinline__ uint32_t mma_tile_rounded_x_by_kblock(typename Cfg::S
 // in registers. One 64-row atom per consumer: `acc` and `part` are 2 x 64 registers at N = 128.
 template <class Cfg>
 __device__ __forceinline__ uint32_t mma_tile_split_x(typename Cfg::Storage &s, PipelineState &pipe, int k_tiles,
-                                                     float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM], int row0,
-                                                     int warp, int lane) {
+                                                     float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM], int row0, int warp,
+                                                     int lane) {
     static_assert(Cfg::W_PARTS == 2, "W's big and small parts in every stage");
     static_assert(Cfg::M_ATOMS == 1, "acc and the k-block's part must both fit in registers");
     constexpr int kAcc = Cfg::ACC_PER_ATOM;
     const int row = row0 + 16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1);
     uint32_t chunk_offset[Cfg::K_STEPS];
 #pragma unroll
-    for (int ks = 0; ks < Cfg::K_STEPS; ++ks) chunk_offset[ks] = row * 128 + (((2 * ks + (lane >> 4)) ^ (lane & 7)) << 4);
+    for (int ks = 0; ks < Cfg::K_STEPS; ++ks)
+        chunk_offset[ks] = row * 128 + (((2 * ks + (lane >> 4)) ^ (lane & 7)) << 4);
 
 #pragma unroll
     for (int r = 0; r < kAcc; ++r) acc[0][r] = 0.0f;

@@ -15,8 +15,7 @@ namespace ge::sm90 {
 // multicasts lands in all of them), and the full[s] bytes come from every CTA's slice.
 template <class Cfg>
 __device__ __forceinline__ void produce(const GeSm90Params &p, typename Cfg::Storage &s,
-                                        const typename Cfg::Raster &raster, const StreamKSchedule &work,
-                                        int cta_rank) {
+                                        const typename Cfg::Raster &raster, const StreamKSchedule &work, int cta_rank) {
     constexpr uint32_t kSliceFloats = Cfg::W_BOX_ROWS * Cfg::TILE_K;
     // What TMA writes into a stage: the X box (p.x_box_rows <= TILE_M rows) and the whole W tile.
     const uint32_t stage_bytes =

@@ -68,6 +68,7 @@ struct SharedStorage {
 
 // Dynamic smem bytes the host must provide: the storage plus slack for aligning the base to 1024.
 template <int TILE_M, int TILE_N, int TILE_K, int STAGES, int W_PARTS>
-inline constexpr uint32_t kSmemBytes = sizeof(SharedStorage<TILE_M, TILE_N, TILE_K, STAGES, W_PARTS>) + kSwizzleAtomBytes;
+inline constexpr uint32_t kSmemBytes =
+    sizeof(SharedStorage<TILE_M, TILE_N, TILE_K, STAGES, W_PARTS>) + kSwizzleAtomBytes;
 
 }  // namespace ge::sm90

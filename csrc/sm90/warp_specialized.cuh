@@ -77,8 +77,10 @@ __device__ __forceinline__ void warp_specialized_gemm(const GeSm90Params &p, uin
     }
     // With a cluster, the peer's barriers must be initialised before anyone multicasts to them
     // (and rank 0's ticket written before the other rank reads it).
-    if constexpr (Cfg::CLUSTER_M == 1) __syncthreads();
-    else ptx::cluster_sync();
+    if constexpr (Cfg::CLUSTER_M == 1)
+        __syncthreads();
+    else
+        ptx::cluster_sync();
 
     // Consecutive blocks form a cluster; clusters walk the cluster tiles persistently, in
     // ticket order with stream-K.

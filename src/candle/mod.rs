@@ -95,14 +95,20 @@ impl FusedLinear {
             msg(format!("FusedLinear runs on CUDA tensors; the weight is on {:?}", weight.device().location()))
         })?;
         let &[n, k] = weight.dims() else {
-            return Err(msg(format!("FusedLinear: the weight must be out_features × in_features, not {:?}", weight.shape())));
+            return Err(msg(format!(
+                "FusedLinear: the weight must be out_features × in_features, not {:?}",
+                weight.shape()
+            )));
         };
         if weight.dtype() != DType::F32 {
             return Err(msg(format!("FusedLinear takes f32 tensors; the weight is {:?}", weight.dtype())));
         }
         if let Some(b) = &bias {
             if b.dims() != [n] {
-                return Err(msg(format!("FusedLinear: the bias must have out_features = {n} elements, not shape {:?}", b.shape())));
+                return Err(msg(format!(
+                    "FusedLinear: the bias must have out_features = {n} elements, not shape {:?}",
+                    b.shape()
+                )));
             }
             if b.dtype() != DType::F32 {
                 return Err(msg(format!("FusedLinear takes f32 tensors; the bias is {:?}", b.dtype())));
@@ -122,12 +128,14 @@ impl FusedLinear {
         let Storage::Cuda(cuda) = &*storage else {
             return Err(msg("FusedLinear runs on CUDA tensors".into()));
         };
-        let (_, ld) = rows::rows_of(layout, k).ok_or_else(|| msg("FusedLinear: cannot read the weight's rows".into()))?;
+        let (_, ld) =
+            rows::rows_of(layout, k).ok_or_else(|| msg("FusedLinear: cannot read the weight's rows".into()))?;
         let data = cuda.as_cuda_slice::<f32>()?;
         let view = data
             .try_slice(layout.start_offset()..)
             .ok_or_else(|| msg("FusedLinear: the weight's offset is past its storage".into()))?;
-        let prepared = gemm.prepare_weight(&device.cuda_stream(), &MatrixRef::with_ld(view, n, k, ld)).map_err(candle_error)?;
+        let prepared =
+            gemm.prepare_weight(&device.cuda_stream(), &MatrixRef::with_ld(view, n, k, ld)).map_err(candle_error)?;
         drop(storage);
         Ok(Self { gemm, weight, bias, prepared, scale, workspace: Mutex::default() })
     }
@@ -178,7 +186,10 @@ impl Module for FusedLinear {
     /// `x`: `(…, in_features)`, f32, on the layer's CUDA device. Returns `(…, out_features)`.
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         if !x.device().is_cuda() {
-            return Err(msg(format!("FusedLinear runs on CUDA tensors; x is on {:?} (move it with x.to_device(..))", x.device().location())));
+            return Err(msg(format!(
+                "FusedLinear runs on CUDA tensors; x is on {:?} (move it with x.to_device(..))",
+                x.device().location()
+            )));
         }
         if x.dtype() != DType::F32 {
             return Err(msg(format!("FusedLinear takes f32 tensors; x is {:?}", x.dtype())));

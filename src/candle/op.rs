@@ -18,10 +18,16 @@ fn cpu_error() -> candle_core::Error {
 }
 
 impl FusedLinearOp<'_> {
-    fn cuda(&self, x: &CudaStorage, xl: &Layout, bias: Option<(&CudaStorage, &Layout)>) -> candle_core::Result<(CudaStorage, Shape)> {
+    fn cuda(
+        &self,
+        x: &CudaStorage,
+        xl: &Layout,
+        bias: Option<(&CudaStorage, &Layout)>,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
         let layer = self.layer;
         let (k, n) = (layer.in_features(), layer.out_features());
-        let (rows, ld) = rows::rows_of(xl, k).ok_or_else(|| msg(format!("FusedLinear: x's layout {xl:?} is not rows of in_features = {k}")))?;
+        let (rows, ld) = rows::rows_of(xl, k)
+            .ok_or_else(|| msg(format!("FusedLinear: x's layout {xl:?} is not rows of in_features = {k}")))?;
         let x_data = x.as_cuda_slice::<f32>()?;
         let x_view = x_data
             .try_slice(xl.start_offset()..)
@@ -49,7 +55,16 @@ impl FusedLinearOp<'_> {
         let key = CallKey { rows, ld, offset_mod_4: xl.start_offset() % 4 };
         layer
             .held()
-            .run(&layer.gemm, &stream, key, &x_matrix, &layer.prepared, bias_view.as_ref(), layer.scale, &mut out_matrix)
+            .run(
+                &layer.gemm,
+                &stream,
+                key,
+                &x_matrix,
+                &layer.prepared,
+                bias_view.as_ref(),
+                layer.scale,
+                &mut out_matrix,
+            )
             .map_err(candle_error)?;
         let mut dims = xl.dims().to_vec();
         if let Some(last) = dims.last_mut() {
@@ -75,10 +90,22 @@ impl CustomOp2 for FusedLinearOp<'_> {
     fn name(&self) -> &'static str {
         NAME
     }
-    fn cpu_fwd(&self, _: &CpuStorage, _: &Layout, _: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+    fn cpu_fwd(
+        &self,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
         Err(cpu_error())
     }
-    fn cuda_fwd(&self, x: &CudaStorage, xl: &Layout, b: &CudaStorage, bl: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
+    fn cuda_fwd(
+        &self,
+        x: &CudaStorage,
+        xl: &Layout,
+        b: &CudaStorage,
+        bl: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
         self.cuda(x, xl, Some((b, bl)))
     }
 }

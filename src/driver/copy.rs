@@ -18,7 +18,14 @@ pub(crate) struct BlockAt {
 /// Copies the dense `rows × cols` block `src` into `dst` at `at`, on `stream`. A block that
 /// does not lie inside `dst` (or a `src` shorter than `rows·cols`) is an error, never a stray
 /// write.
-pub(crate) fn copy_block(stream: &CudaStream, src: &CudaView<'_, f32>, rows: usize, cols: usize, dst: &mut CudaSlice<f32>, at: BlockAt) -> Result<()> {
+pub(crate) fn copy_block(
+    stream: &CudaStream,
+    src: &CudaView<'_, f32>,
+    rows: usize,
+    cols: usize,
+    dst: &mut CudaSlice<f32>,
+    at: BlockAt,
+) -> Result<()> {
     const F32: usize = std::mem::size_of::<f32>();
     if rows == 0 || cols == 0 {
         return Ok(());

@@ -3,8 +3,8 @@
 //! launch that uses it can still be captured into a CUDA graph.
 
 use cudarc::driver::sys::{
-    self, CUtensorMap, CUtensorMapDataType, CUtensorMapFloatOOBfill, CUtensorMapInterleave,
-    CUtensorMapL2promotion, CUtensorMapSwizzle,
+    self, CUtensorMap, CUtensorMapDataType, CUtensorMapFloatOOBfill, CUtensorMapInterleave, CUtensorMapL2promotion,
+    CUtensorMapSwizzle,
 };
 
 use crate::error::Result;

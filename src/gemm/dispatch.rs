@@ -94,7 +94,15 @@ impl Size {
         let clusters = occupancy.max_active_clusters as u64;
         let cooperative = Kernel::Sm90Cooperative128x256Cluster2Trunc;
         if clusters > 0 && s.cluster_tiles(cooperative) >= LARGE_WAVES * clusters {
-            if s.k <= LARGE_SHORT_K || ragged(s, cooperative, Kernel::Sm90Pingpong128x128Cluster2Trunc, clusters, PINGPONG_CLUSTER_HALF_COST) {
+            if s.k <= LARGE_SHORT_K
+                || ragged(
+                    s,
+                    cooperative,
+                    Kernel::Sm90Pingpong128x128Cluster2Trunc,
+                    clusters,
+                    PINGPONG_CLUSTER_HALF_COST,
+                )
+            {
                 Size::LargePingpong
             } else {
                 Size::Large
@@ -139,7 +147,8 @@ const PINGPONG_64X128_HALF_COST: (u64, u64) = (8, 7);
 /// 512×14336×4096, 7 half waves against 8 (docs/BENCHMARKS.md, "Ragged last waves and short K").
 fn ragged(s: Shape, big: Kernel, half: Kernel, wave: u64, cost: (u64, u64)) -> bool {
     let (big_tiles, half_tiles) = (s.cluster_tiles(big), s.cluster_tiles(half));
-    !stream_k::shares_last_wave(big.family(), big_tiles, wave, s.k_blocks(big)) && 2 * big_tiles.div_ceil(wave) * cost.1 > half_tiles.div_ceil(wave) * cost.0
+    !stream_k::shares_last_wave(big.family(), big_tiles, wave, s.k_blocks(big))
+        && 2 * big_tiles.div_ceil(wave) * cost.1 > half_tiles.div_ceil(wave) * cost.0
 }
 
 /// Auto's kernels, fastest first: on sm_90 the TMA kernels (the cooperative cluster kernel on
@@ -153,17 +162,35 @@ fn preference(size: Size, aligned_rows: bool, precision: Precision) -> &'static 
     use Kernel::*;
     use Size::*;
     match (size, aligned_rows, precision) {
-        (Large, true, Precision::Tf32Truncated) => &[Sm90Cooperative128x256Cluster2Trunc, Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4Trunc, Sm80Mma128x128Vec4Trunc, Sm80Mma64x64Vec4],
-        (LargePingpong, true, Precision::Tf32Truncated) => &[Sm90Pingpong128x128Cluster2Trunc, Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4Trunc, Sm80Mma128x128Vec4Trunc, Sm80Mma64x64Vec4],
-        (Medium, true, Precision::Tf32Truncated) => &[Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4Trunc, Sm80Mma128x128Vec4Trunc, Sm80Mma64x64Vec4],
-        (Medium64x128, true, Precision::Tf32Truncated) => &[Sm90Pingpong64x128Trunc, Sm80Mma128x256Vec4Trunc, Sm80Mma128x128Vec4Trunc, Sm80Mma64x64Vec4],
+        (Large, true, Precision::Tf32Truncated) => &[
+            Sm90Cooperative128x256Cluster2Trunc,
+            Sm90Pingpong128x128Trunc,
+            Sm80Mma128x256Vec4Trunc,
+            Sm80Mma128x128Vec4Trunc,
+            Sm80Mma64x64Vec4,
+        ],
+        (LargePingpong, true, Precision::Tf32Truncated) => &[
+            Sm90Pingpong128x128Cluster2Trunc,
+            Sm90Pingpong128x128Trunc,
+            Sm80Mma128x256Vec4Trunc,
+            Sm80Mma128x128Vec4Trunc,
+            Sm80Mma64x64Vec4,
+        ],
+        (Medium, true, Precision::Tf32Truncated) => {
+            &[Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4Trunc, Sm80Mma128x128Vec4Trunc, Sm80Mma64x64Vec4]
+        }
+        (Medium64x128, true, Precision::Tf32Truncated) => {
+            &[Sm90Pingpong64x128Trunc, Sm80Mma128x256Vec4Trunc, Sm80Mma128x128Vec4Trunc, Sm80Mma64x64Vec4]
+        }
         (Small64x64, true, Precision::Tf32Truncated) => &[Sm90Pingpong64x64Trunc, Sm80Mma64x64Vec4],
         (Small64x128, true, Precision::Tf32Truncated) => &[Sm90Pingpong64x128Trunc, Sm80Mma64x64Vec4],
         (Small, true, Precision::Tf32Truncated) => &[Sm90Pingpong128x128Trunc, Sm80Mma64x64Vec4],
         // Tf32x3: three times the tensor-core work per byte, so the 128×128 cooperative from one
         // wave of its tiles on, the 64×128 ping-pong below; the mma.sync kernels split both operands
         // themselves and take any W.
-        (Large | LargePingpong | Medium | Medium64x128, true, Precision::Tf32x3) => &[Sm90Cooperative128x128Tf32x3, Sm80Mma64x64Vec4Tf32x3, Sm80Mma64x64ScalarTf32x3],
+        (Large | LargePingpong | Medium | Medium64x128, true, Precision::Tf32x3) => {
+            &[Sm90Cooperative128x128Tf32x3, Sm80Mma64x64Vec4Tf32x3, Sm80Mma64x64ScalarTf32x3]
+        }
         (_, true, Precision::Tf32x3) => &[Sm90Pingpong64x128Tf32x3, Sm80Mma64x64Vec4Tf32x3, Sm80Mma64x64ScalarTf32x3],
         (_, false, Precision::Tf32x3) => &[Sm80Mma64x64ScalarTf32x3],
         // Tf32 on sm_90: the kernels that feed both operands from shared memory, launched with
@@ -172,14 +199,28 @@ fn preference(size: Size, aligned_rows: bool, precision: Precision) -> &'static 
         // kernels that round X in registers stall their own wgmma issue, most on medium
         // problems (docs/BENCHMARKS.md, "The medium-size rounding kernel"), so they run only
         // when forced. Off sm_90, mma.sync rounding in registers.
-        (Large, true, _) => &[Sm90Cooperative128x256Cluster2Trunc, Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
-        (LargePingpong, true, _) => &[Sm90Pingpong128x128Cluster2Trunc, Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
+        (Large, true, _) => &[
+            Sm90Cooperative128x256Cluster2Trunc,
+            Sm90Pingpong128x128Trunc,
+            Sm80Mma128x256Vec4,
+            Sm80Mma128x128Vec4,
+            Sm80Mma64x64Vec4,
+        ],
+        (LargePingpong, true, _) => &[
+            Sm90Pingpong128x128Cluster2Trunc,
+            Sm90Pingpong128x128Trunc,
+            Sm80Mma128x256Vec4,
+            Sm80Mma128x128Vec4,
+            Sm80Mma64x64Vec4,
+        ],
         (Medium, true, _) => &[Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
         (Medium64x128, true, _) => &[Sm90Pingpong64x128Trunc, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
         (Small64x64, true, _) => &[Sm90Pingpong64x64Trunc, Sm80Mma64x64Vec4],
         (Small64x128, true, _) => &[Sm90Pingpong64x128Trunc, Sm80Mma64x64Vec4],
         (Small, true, _) => &[Sm90Pingpong128x128Trunc, Sm80Mma64x64Vec4],
-        (Large | LargePingpong | Medium | Medium64x128, false, _) => &[Sm80Mma128x256Scalar, Sm80Mma128x128Scalar, Sm80Mma64x64Scalar],
+        (Large | LargePingpong | Medium | Medium64x128, false, _) => {
+            &[Sm80Mma128x256Scalar, Sm80Mma128x128Scalar, Sm80Mma64x64Scalar]
+        }
         (_, false, _) => &[Sm80Mma64x64Scalar],
     }
 }
@@ -201,8 +242,16 @@ const SKINNY_MAX_W_TF32X3_ROWS8: u64 = 1 << 24;
 fn skinny_preference(s: Shape, device: &DeviceInfo, precision: Precision) -> &'static [Kernel] {
     use Kernel::*;
     let w = (s.n as u64).saturating_mul(s.k as u64);
-    let max_w = |rows: usize, limit: u64| if rows == 8 && precision == Precision::Tf32x3 { SKINNY_MAX_W_TF32X3_ROWS8 } else { limit };
-    let Some(&(rows, _)) = SKINNY_MAX_W.iter().find(|&&(rows, limit)| s.m <= rows && w <= max_w(rows, limit)) else { return &[] };
+    let max_w = |rows: usize, limit: u64| {
+        if rows == 8 && precision == Precision::Tf32x3 {
+            SKINNY_MAX_W_TF32X3_ROWS8
+        } else {
+            limit
+        }
+    };
+    let Some(&(rows, _)) = SKINNY_MAX_W.iter().find(|&&(rows, limit)| s.m <= rows && w <= max_w(rows, limit)) else {
+        return &[];
+    };
     if !device.is_hopper() {
         return &[];
     }
@@ -240,7 +289,11 @@ fn gemv_preference(s: Shape, device: &DeviceInfo, precision: Precision) -> &'sta
     let w = (s.n as u64).saturating_mul(s.k as u64);
     let (low, high) = GEMV_L2_RESIDENT_W;
     let l2_resident = w >= low && w < high;
-    if !device.is_hopper() || s.m > GEMV_MAX_M || l2_resident || (s.m > 1 && s.k < crate::sys::GE_GEMV_4X4_TILE_K as usize) {
+    if !device.is_hopper()
+        || s.m > GEMV_MAX_M
+        || l2_resident
+        || (s.m > 1 && s.k < crate::sys::GE_GEMV_4X4_TILE_K as usize)
+    {
         return &[];
     }
     let long_k = s.k >= crate::sys::GE_GEMV_1X2_TILE_K as usize;
@@ -287,7 +340,8 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
         if let Some(why) = unsupported(kernel, device, occupancy) {
             return Some(why);
         }
-        if kernel.precision() == Precision::Tf32x3 && !kernel.needs_split_w() && w_form == WeightForm::Split && s.k > 0 {
+        if kernel.precision() == Precision::Tf32x3 && !kernel.needs_split_w() && w_form == WeightForm::Split && s.k > 0
+        {
             return Some("this kernel splits a raw W itself and cannot read a split prepared weight (only the sm_90 Tf32x3 kernels can: they need X with 16-byte rows, or a workspace to repack X into)");
         }
         if let Some(rows) = kernel.max_m() {
@@ -330,12 +384,18 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
             };
             // A GEMV or skinny kernel only on operands it reads as they are: a repack would move
             // all of W once more, which is all the kernel's time.
-            let decoding = gemv_preference(s, device, policy.precision).iter().chain(skinny_preference(s, device, policy.precision));
+            let decoding = gemv_preference(s, device, policy.precision).iter().chain(skinny_preference(
+                s,
+                device,
+                policy.precision,
+            ));
             let decoding = decoding.filter(|&&k| repacks(k) == (false, false));
-            *decoding
-                .chain(preferred)
-                .find(|k| refusal(**k).is_none() && cheap(**k))
-                .ok_or_else(|| Error::KernelUnavailable { kernel: preferred[0], reason: refusal(preferred[0]).unwrap_or("no kernel fits this device") })?
+            *decoding.chain(preferred).find(|k| refusal(**k).is_none() && cheap(**k)).ok_or_else(|| {
+                Error::KernelUnavailable {
+                    kernel: preferred[0],
+                    reason: refusal(preferred[0]).unwrap_or("no kernel fits this device"),
+                }
+            })?
         }
     };
     let spec = kernel.spec();
@@ -344,7 +404,13 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
     // TMA they are TF32 rounded to nearest: rounding is idempotent, and a split W's big parts
     // (all such a kernel reads of it) are W rounded.
     let round_on_load = kernel.can_round_on_load() && policy.precision != Precision::Tf32Truncated;
-    let sk = stream_k::plan(device, occupancy, kernel, s, c.workspace.saturating_sub(repack_len(s, repack_x, repack_w, kernel)));
+    let sk = stream_k::plan(
+        device,
+        occupancy,
+        kernel,
+        s,
+        c.workspace.saturating_sub(repack_len(s, repack_x, repack_w, kernel)),
+    );
     // A skinny kernel's clusters split K; every other kernel's cluster is its table's.
     let cluster = match spec.family {
         Family::Skinny => skinny::split(device, kernel, s),
@@ -360,10 +426,16 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
         (Family::MmaSync, Some(sk)) => s.tiles(kernel) - sk.tiles as u64 + sk.ctas as u64,
         (Family::MmaSync, None) => s.tiles(kernel),
         // Persistent: one CTA (cluster) per (cluster) tile, at most a wave of them.
-        (Family::TmaWgmma, None) => spec.cluster_m as u64 * s.cluster_tiles(kernel).min(occupancy.wave(device, kernel) as u64),
+        (Family::TmaWgmma, None) => {
+            spec.cluster_m as u64 * s.cluster_tiles(kernel).min(occupancy.wave(device, kernel) as u64)
+        }
     };
     if grid > i32::MAX as u64 {
-        return Err(Error::DimensionTooLarge { what: "output tiles (M/TILE_M · N/TILE_N)", value: grid as usize, max: MAX_DIM });
+        return Err(Error::DimensionTooLarge {
+            what: "output tiles (M/TILE_M · N/TILE_N)",
+            value: grid as usize,
+            max: MAX_DIM,
+        });
     }
     Ok(Plan {
         kernel,
@@ -373,7 +445,11 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
         smem_bytes: spec.smem_bytes,
         repack_x,
         repack_w,
-        precision: if round_on_load { Precision::Tf32 } else { plan_precision(kernel, repack_x, repack_w, w_form, s.k) },
+        precision: if round_on_load {
+            Precision::Tf32
+        } else {
+            plan_precision(kernel, repack_x, repack_w, w_form, s.k)
+        },
         round_on_load,
         stream_k_tiles: sk.map_or(0, |sk| sk.tiles),
         stream_k_ctas: sk.map_or(0, |sk| sk.ctas),

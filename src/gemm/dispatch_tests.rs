@@ -31,7 +31,15 @@ fn st(addr: u64, ld: usize) -> Strided {
 const ALIGNED: u64 = 0x7f00_0000_0000;
 
 /// `select` with an explicit rounding; x and w as (address, ld).
-fn select_kernel(d: &Dev, dispatch: Dispatch, precision: Precision, s: Shape, x: (u64, usize), w: (u64, usize), workspace: usize) -> Result<Plan> {
+fn select_kernel(
+    d: &Dev,
+    dispatch: Dispatch,
+    precision: Precision,
+    s: Shape,
+    x: (u64, usize),
+    w: (u64, usize),
+    workspace: usize,
+) -> Result<Plan> {
     let call = Call { shape: s, x: st(x.0, x.1), w: st(w.0, w.1), w_prepared: None, workspace };
     super::select(&d.info, &d.occ, Policy { dispatch, precision }, call)
 }
@@ -45,14 +53,22 @@ fn select(d: &Dev, dispatch: Dispatch, s: Shape, x: (u64, usize), w: (u64, usize
 }
 
 /// `select` of a prepared (rounded, 128-byte-aligned) W.
-fn select_prepared(d: &Dev, dispatch: Dispatch, precision: Precision, s: Shape, x: (u64, usize), workspace: usize) -> Result<Plan> {
+fn select_prepared(
+    d: &Dev,
+    dispatch: Dispatch,
+    precision: Precision,
+    s: Shape,
+    x: (u64, usize),
+    workspace: usize,
+) -> Result<Plan> {
     // The form prepare_weight makes for this precision (the tests' devices that run these are sm_90).
     let form = match precision {
         Precision::Tf32 => WeightForm::Rounded,
         Precision::Tf32x3 if d.info.is_hopper() => WeightForm::Split,
         _ => WeightForm::Raw,
     };
-    let call = Call { shape: s, x: st(x.0, x.1), w: st(ALIGNED, s.k.next_multiple_of(32)), w_prepared: Some(form), workspace };
+    let call =
+        Call { shape: s, x: st(x.0, x.1), w: st(ALIGNED, s.k.next_multiple_of(32)), w_prepared: Some(form), workspace };
     super::select(&d.info, &d.occ, Policy { dispatch, precision }, call)
 }
 
@@ -92,7 +108,11 @@ fn unaligned_or_ragged_k_falls_back_to_scalar_loads() {
     let p = select(&RTX4090(), Dispatch::Auto, s, (ALIGNED, 4098), (ALIGNED, 4096), 0).unwrap();
     assert_eq!(p.kernel, Kernel::Sm80Mma128x128Scalar, "ldx not a multiple of 4");
     let p = select(&H200(), Dispatch::Auto, shape(7, 9, 0), (ALIGNED, 0), (ALIGNED, 0), 0).unwrap();
-    assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Skinny8x16Trunc, 1), "K = 0: no TMA; the skinny kernel stores the bias");
+    assert_eq!(
+        (p.kernel, p.cluster),
+        (Kernel::Sm90Skinny8x16Trunc, 1),
+        "K = 0: no TMA; the skinny kernel stores the bias"
+    );
     let p = select(&H200(), Dispatch::Auto, shape(17, 9, 0), (ALIGNED, 0), (ALIGNED, 0), 0).unwrap();
     assert_eq!(p.kernel, Kernel::Sm80Mma64x64Vec4, "K = 0, M > 16: no TMA, bias-only tile");
 }
@@ -142,18 +162,31 @@ fn rounding_decides_between_truncating_and_rounding_kernels() {
     // H200, Nearest: the TMA kernel that feeds both operands from shared memory, the TMA
     // rounding them on load: a raw W as it is, nothing repacked, no workspace needed...
     let p = pick(&H200(), Nearest, 0);
-    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision, p.round_on_load), (Kernel::Sm90Cooperative128x256Cluster2Trunc, false, false, Nearest, true));
+    assert_eq!(
+        (p.kernel, p.repack_x, p.repack_w, p.precision, p.round_on_load),
+        (Kernel::Sm90Cooperative128x256Cluster2Trunc, false, false, Nearest, true)
+    );
     assert_eq!(p.workspace_len(), 0);
     let p = pick(&H200(), Nearest, usize::MAX);
     assert!(!p.repack_w && !p.repack_x && p.stream_k_tiles > 0 && p.round_on_load, "{p:?}");
     // ...as with a prepared W...
     let p = select_prepared(&H200(), Dispatch::Auto, Nearest, s, a, 0).unwrap();
-    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision, p.workspace_len()), (Kernel::Sm90Cooperative128x256Cluster2Trunc, false, false, Nearest, 0));
+    assert_eq!(
+        (p.kernel, p.repack_x, p.repack_w, p.precision, p.workspace_len()),
+        (Kernel::Sm90Cooperative128x256Cluster2Trunc, false, false, Nearest, 0)
+    );
     // ...and the same kernel truncates, with fp32 maps, when asked to.
     let p = pick(&H200(), Truncate, usize::MAX);
-    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision, p.round_on_load), (Kernel::Sm90Cooperative128x256Cluster2Trunc, false, false, Truncate, false));
+    assert_eq!(
+        (p.kernel, p.repack_x, p.repack_w, p.precision, p.round_on_load),
+        (Kernel::Sm90Cooperative128x256Cluster2Trunc, false, false, Truncate, false)
+    );
     // Each size class has its kernel, the truncating one's, for either rounding.
-    for (m, k) in [(17, Kernel::Sm90Pingpong64x64Trunc), (200, Kernel::Sm90Pingpong64x128Trunc), (1024, Kernel::Sm90Pingpong128x128Trunc)] {
+    for (m, k) in [
+        (17, Kernel::Sm90Pingpong64x64Trunc),
+        (200, Kernel::Sm90Pingpong64x128Trunc),
+        (1024, Kernel::Sm90Pingpong128x128Trunc),
+    ] {
         for r in [Nearest, Truncate] {
             let p = select_prepared(&H200(), Dispatch::Auto, r, shape(m, 4096, 4096), a, 0).unwrap();
             assert_eq!((p.kernel, p.precision, p.round_on_load), (k, r, r == Nearest), "M = {m}, {r:?}");
@@ -162,9 +195,13 @@ fn rounding_decides_between_truncating_and_rounding_kernels() {
     // Small problems too: TMA reads the raw W.
     let small = shape(128, 256, 64);
     let p = select_kernel(&H200(), Dispatch::Auto, Nearest, small, (ALIGNED, 64), (ALIGNED, 64), usize::MAX).unwrap();
-    assert_eq!((p.kernel, p.precision, p.repack_w, p.round_on_load), (Kernel::Sm90Pingpong64x64Trunc, Nearest, false, true));
+    assert_eq!(
+        (p.kernel, p.precision, p.repack_w, p.round_on_load),
+        (Kernel::Sm90Pingpong64x64Trunc, Nearest, false, true)
+    );
     // A forced kernel runs as it is, and the plan says how it rounds...
-    let p = select_kernel(&H200(), Dispatch::Force(Kernel::Sm80Mma128x256Vec4Trunc), Nearest, s, a, a, usize::MAX).unwrap();
+    let p =
+        select_kernel(&H200(), Dispatch::Force(Kernel::Sm80Mma128x256Vec4Trunc), Nearest, s, a, a, usize::MAX).unwrap();
     assert_eq!((p.precision, p.repack_x), (Truncate, false));
     // ...but a kernel that can round on load does so for a handle that asks for rounding.
     let p = select_prepared(&H200(), Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc), Nearest, s, a, 0).unwrap();
@@ -177,14 +214,21 @@ fn rounding_decides_between_truncating_and_rounding_kernels() {
     let e = select_kernel(&H200(), forced, Nearest, s, a, a, w_len - 1).unwrap_err();
     assert!(matches!(e, Error::KernelUnavailable { .. }) && e.to_string().contains("prepared weight"), "{e}");
     let p = select_kernel(&H200(), forced, Truncate, s, a, a, w_len).unwrap();
-    assert_eq!((p.repack_w, p.precision, p.round_on_load), (true, Nearest, false), "the kernel rounds whatever the handle asks");
+    assert_eq!(
+        (p.repack_w, p.precision, p.round_on_load),
+        (true, Nearest, false),
+        "the kernel rounds whatever the handle asks"
+    );
     // Unaligned operands: repacking rounds them, so even the truncating TMA kernel gives Nearest.
     let u = (ALIGNED, 4097);
     let s = shape(16383, 4095, 4097);
     let p = select_kernel(&H200(), Dispatch::Auto, Truncate, s, u, u, usize::MAX).unwrap();
     assert_eq!((p.kernel, p.precision), (Kernel::Sm90Cooperative128x256Cluster2Trunc, Nearest));
     let p = select_kernel(&H200(), Dispatch::Auto, Nearest, s, u, u, usize::MAX).unwrap();
-    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision), (Kernel::Sm90Cooperative128x256Cluster2Trunc, true, true, Nearest));
+    assert_eq!(
+        (p.kernel, p.repack_x, p.repack_w, p.precision),
+        (Kernel::Sm90Cooperative128x256Cluster2Trunc, true, true, Nearest)
+    );
 }
 
 #[test]
@@ -328,13 +372,24 @@ fn small_problems_take_the_small_tile() {
 #[test]
 fn forcing_a_kernel_that_cannot_run_is_an_error() {
     let s = shape(64, 64, 64);
-    let e = select(&A100(), Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc), s, (ALIGNED, 64), (ALIGNED, 64), 0).unwrap_err();
+    let e = select(&A100(), Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc), s, (ALIGNED, 64), (ALIGNED, 64), 0)
+        .unwrap_err();
     assert!(matches!(e, Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128Trunc, .. }), "{e}");
-    let e = select(&H200(), Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc), shape(64, 64, 63), (ALIGNED, 63), (ALIGNED, 63), 0).unwrap_err();
+    let e = select(
+        &H200(),
+        Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc),
+        shape(64, 64, 63),
+        (ALIGNED, 63),
+        (ALIGNED, 63),
+        0,
+    )
+    .unwrap_err();
     assert!(matches!(e, Error::KernelUnavailable { .. }), "{e}");
-    let e = select(&H200(), Dispatch::Force(Kernel::Sm80Mma128x128Vec4), s, (ALIGNED + 8, 64), (ALIGNED, 64), 0).unwrap_err();
+    let e = select(&H200(), Dispatch::Force(Kernel::Sm80Mma128x128Vec4), s, (ALIGNED + 8, 64), (ALIGNED, 64), 0)
+        .unwrap_err();
     assert!(e.to_string().contains("16-byte"), "{e}");
-    let p = select(&H200(), Dispatch::Force(Kernel::Sm80Mma64x64Scalar), s, (ALIGNED + 4, 64), (ALIGNED, 64), 0).unwrap();
+    let p =
+        select(&H200(), Dispatch::Force(Kernel::Sm80Mma64x64Scalar), s, (ALIGNED + 4, 64), (ALIGNED, 64), 0).unwrap();
     assert_eq!((p.kernel, p.grid, p.block), (Kernel::Sm80Mma64x64Scalar, 1, 128));
     assert!(!p.repack_x && !p.repack_w);
 }
@@ -348,11 +403,11 @@ fn the_cluster_kernel_launches_whole_resident_clusters() {
         (16384, 4096, 64 * 32),
         (4096, 4096, 16 * 32),
         (1, 1, 1),
-        (128, 128, 1),      // m <= 128: the second CTA's rows are all past M
-        (129, 128, 1),      // one row in the second CTA
+        (128, 128, 1), // m <= 128: the second CTA's rows are all past M
+        (129, 128, 1), // one row in the second CTA
         (200, 300, 3),
         (256, 128, 1),
-        (257, 129, 2 * 2),  // a third 128-row tile opens a second cluster row
+        (257, 129, 2 * 2), // a third 128-row tile opens a second cluster row
         (300, 4096, 2 * 32),
         (1000, 256, 4 * 2), // 1000 % 256 = 232: the second CTA of the last row has 104 rows
     ] {
@@ -370,13 +425,22 @@ fn the_cluster_kernel_launches_whole_resident_clusters() {
     let p = select(&fragmented, C2, shape(16384, 4096, 4096), (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
     assert_eq!((p.grid, p.cluster), (120, 2));
     // The plain ping-pong kernel: no cluster, one CTA per SM.
-    let p = select(&H200(), Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc), shape(16384, 4096, 4096), (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
+    let p = select(
+        &H200(),
+        Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc),
+        shape(16384, 4096, 4096),
+        (ALIGNED, 4096),
+        (ALIGNED, 4096),
+        0,
+    )
+    .unwrap();
     assert_eq!((p.grid, p.cluster), (132, 1));
     // Every other kernel runs without clusters, but a skinny one, whose clusters split K (a
     // GEMV kernel on as many rows of X as it holds).
     for k in Kernel::ALL.into_iter().filter(|&k| k.cluster_m() == 1 && k.family() != Family::Skinny) {
         let m = k.max_m().map_or(300, |rows| rows as usize);
-        let p = select(&H200(), Dispatch::Force(k), shape(m, 200, 64), (ALIGNED, 64), (ALIGNED, 64), usize::MAX).unwrap();
+        let p =
+            select(&H200(), Dispatch::Force(k), shape(m, 200, 64), (ALIGNED, 64), (ALIGNED, 64), usize::MAX).unwrap();
         assert_eq!(p.cluster, 1, "{p:?}");
     }
 }
@@ -394,7 +458,9 @@ fn auto_picks_the_cooperative_cluster_kernel_for_at_least_three_waves() {
     // As large, but K ≤ 1024, or a ragged last wave (1024×14336: 224 cluster tiles, 4 waves of
     // 66, where 448 half tiles take 7 half waves; 2048×11008: 6 waves against 11): the
     // ping-pong cluster kernel.
-    for (m, n, k) in [(12800, 4096, 64), (16384, 1024, 1024), (16384, 3072, 768), (1024, 14336, 4096), (2048, 11008, 4096)] {
+    for (m, n, k) in
+        [(12800, 4096, 64), (16384, 1024, 1024), (16384, 3072, 768), (1024, 14336, 4096), (2048, 11008, 4096)]
+    {
         let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
         assert_eq!((p.kernel, p.cluster, p.grid), (Kernel::Sm90Pingpong128x128Cluster2Trunc, 2, 132), "{m}×{n}×{k}");
     }
@@ -408,13 +474,24 @@ fn auto_picks_the_cooperative_cluster_kernel_for_at_least_three_waves() {
     // waves against 12 of 64×128 tiles, no more ragged; 512×11008: 3 waves against 6;
     // 512×14336: 4 against 7, which at 8/7 of the cost is no faster; 1024×11008: 6 against 11,
     // but those 11 end in a shared tail).
-    for (m, n, k) in [(3072, 4096, 4096), (2048, 2048, 2048), (1024, 4096, 4096), (384, 4096, 4096), (512, 4096, 4096), (512, 11008, 4096), (512, 14336, 4096), (1024, 11008, 4096)] {
+    for (m, n, k) in [
+        (3072, 4096, 4096),
+        (2048, 2048, 2048),
+        (1024, 4096, 4096),
+        (384, 4096, 4096),
+        (512, 4096, 4096),
+        (512, 11008, 4096),
+        (512, 14336, 4096),
+        (1024, 11008, 4096),
+    ] {
         let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
         assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong128x128Trunc, 1), "{m}×{n}×{k}");
     }
     // At most one wave (132) of 64×64 tiles: the 64×64 ping-pong (5 to 16 rows with a W past
     // the skinny kernels' 3·2²² elements); else of 64×128 tiles: the 64×128 one.
-    for (m, n, k) in [(5, 4096, 4100), (17, 4096, 4096), (128, 4096, 4096), (64, 8192, 64), (257, 129, 4096), (300, 1024, 512)] {
+    for (m, n, k) in
+        [(5, 4096, 4100), (17, 4096, 4096), (128, 4096, 4096), (64, 8192, 64), (257, 129, 4096), (300, 1024, 512)]
+    {
         let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
         assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong64x64Trunc, 1), "{m}×{n}×{k}");
     }
@@ -487,10 +564,15 @@ fn huge_problems_plan_without_overflow() {
 fn tf32x3_picks_its_kernels_and_reads_w_split() {
     use Precision::Tf32x3;
     let a = (ALIGNED, 4096);
-    let x3 = |d: &Dev, s: Shape, x: (u64, usize), workspace: usize| select_kernel(d, Dispatch::Auto, Tf32x3, s, x, a, workspace);
+    let x3 = |d: &Dev, s: Shape, x: (u64, usize), workspace: usize| {
+        select_kernel(d, Dispatch::Auto, Tf32x3, s, x, a, workspace)
+    };
     // Large and small M on sm_90 with a raw W: the TMA kernels, W split into the workspace.
     let p = x3(&H200(), shape(16384, 4096, 4096), a, usize::MAX).unwrap();
-    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision), (Kernel::Sm90Cooperative128x128Tf32x3, false, true, Tf32x3));
+    assert_eq!(
+        (p.kernel, p.repack_x, p.repack_w, p.precision),
+        (Kernel::Sm90Cooperative128x128Tf32x3, false, true, Tf32x3)
+    );
     assert_eq!(p.workspace.w.map(|r| r.len), Some(2 * 4096 * 4096), "both parts of W");
     let p = x3(&H200(), shape(64, 4096, 4096), a, usize::MAX).unwrap();
     assert_eq!((p.kernel, p.precision), (Kernel::Sm90Pingpong64x128Tf32x3, Tf32x3));
@@ -505,7 +587,10 @@ fn tf32x3_picks_its_kernels_and_reads_w_split() {
     // A split weight: read as it is by the TMA kernels, also at tiny sizes and odd K (X repacked
     // as it is, since the kernel splits it).
     let p = select_prepared(&H200(), Dispatch::Auto, Tf32x3, shape(16384, 4096, 4096), a, 0).unwrap();
-    assert_eq!((p.kernel, p.repack_x, p.repack_w, p.precision, p.workspace_len()), (Kernel::Sm90Cooperative128x128Tf32x3, false, false, Tf32x3, 0));
+    assert_eq!(
+        (p.kernel, p.repack_x, p.repack_w, p.precision, p.workspace_len()),
+        (Kernel::Sm90Cooperative128x128Tf32x3, false, false, Tf32x3, 0)
+    );
     let p = select_prepared(&H200(), Dispatch::Auto, Tf32x3, shape(3, 5, 7), (ALIGNED, 7), usize::MAX).unwrap();
     assert_eq!((p.kernel.family(), p.repack_x, p.repack_w, p.precision), (Family::TmaWgmma, true, false, Tf32x3));
     // ...but without a workspace unaligned X cannot reach them: refused, not run at TF32 precision.
@@ -557,8 +642,15 @@ fn decoding_sizes_take_the_gemv_and_skinny_kernels_on_sm_90() {
         for (r, build) in [(Nearest, 0), (Truncate, 1), (Tf32x3, 2)] {
             let p = auto(&H200(), r, m, n, k);
             let want = Kernel::ALL[kernel.index() + build];
-            assert_eq!((p.kernel, p.precision, p.round_on_load, p.repack_x, p.repack_w), (want, r, false, false, false), "{m}×{n}×{k} {r:?}");
-            assert_eq!((p.stream_k_tiles, p.workspace_len(), p.smem_bytes, p.block), (0, 0, want.smem_bytes(), want.threads()));
+            assert_eq!(
+                (p.kernel, p.precision, p.round_on_load, p.repack_x, p.repack_w),
+                (want, r, false, false, false),
+                "{m}×{n}×{k} {r:?}"
+            );
+            assert_eq!(
+                (p.stream_k_tiles, p.workspace_len(), p.smem_bytes, p.block),
+                (0, 0, want.smem_bytes(), want.threads())
+            );
             let rows_per_cta = want.tile().1 as usize;
             assert_eq!(p.grid, p.cluster * n.div_ceil(rows_per_cta) as u32, "one cluster per tile of W rows");
             if want.family() == Family::Gemv {
@@ -573,7 +665,8 @@ fn decoding_sizes_take_the_gemv_and_skinny_kernels_on_sm_90() {
     for (m, n, k) in [(17, 768, 3072), (9, 4096, 4096), (5, 8192, 4096), (5, 4096, 4096), (8, 4096, 3076)] {
         assert_eq!(auto(&H200(), Nearest, m, n, k).kernel.family(), Family::TmaWgmma, "{m}×{n}×{k}");
     }
-    let p = select_kernel(&H200(), Dispatch::Auto, Nearest, shape(5, 4096, 4096), a(4096), a(4096), usize::MAX).unwrap();
+    let p =
+        select_kernel(&H200(), Dispatch::Auto, Nearest, shape(5, 4096, 4096), a(4096), a(4096), usize::MAX).unwrap();
     assert_eq!((p.kernel, p.grid, p.stream_k_tiles), (Kernel::Sm90Pingpong64x64Trunc, 64, 0));
     // ...except Tf32x3, whose skinny build keeps W up to 2²⁴ for M ≤ 8.
     assert_eq!(auto(&H200(), Tf32x3, 8, 4096, 4096).kernel, Kernel::Sm90Skinny8x16Tf32x3);
@@ -583,7 +676,8 @@ fn decoding_sizes_take_the_gemv_and_skinny_kernels_on_sm_90() {
     // skinny plan).
     assert_eq!(auto(&A100(), Nearest, 1, 768, 3072).kernel, Kernel::Sm80Mma64x64Vec4);
     for (m, ws) in [(1, 0), (1, usize::MAX), (4, 0), (8, usize::MAX)] {
-        let p = select_kernel(&H200(), Dispatch::Auto, Nearest, shape(m, 768, 3072), (ALIGNED + 4, 3072), a(3072), ws).unwrap();
+        let p = select_kernel(&H200(), Dispatch::Auto, Nearest, shape(m, 768, 3072), (ALIGNED + 4, 3072), a(3072), ws)
+            .unwrap();
         assert!(p.kernel.max_m().is_none(), "{p:?}");
     }
     // A prepared W rounded: read as it is. A split one (Tf32x3 on sm_90): the TMA kernel.
@@ -607,14 +701,25 @@ fn decoding_sizes_take_the_gemv_and_skinny_kernels_on_sm_90() {
     assert!(e.to_string().contains("sm_90"), "{e}");
     let p = select(&A100(), Dispatch::Force(Kernel::Sm80Gemv1x4), shape(1, 64, 64), a(64), a(64), 0).unwrap();
     assert_eq!((p.grid, p.cluster, p.block), (16, 1, 128));
-    let e = select_prepared(&H200(), Dispatch::Force(Kernel::Sm90Skinny8x16Tf32x3), Tf32x3, shape(1, 64, 64), a(64), 0).unwrap_err();
+    let e = select_prepared(&H200(), Dispatch::Force(Kernel::Sm90Skinny8x16Tf32x3), Tf32x3, shape(1, 64, 64), a(64), 0)
+        .unwrap_err();
     assert!(e.to_string().contains("split"), "{e}");
-    let e = select_prepared(&H200(), Dispatch::Force(Kernel::Sm80Gemv1x4Tf32x3), Tf32x3, shape(1, 64, 64), a(64), 0).unwrap_err();
+    let e = select_prepared(&H200(), Dispatch::Force(Kernel::Sm80Gemv1x4Tf32x3), Tf32x3, shape(1, 64, 64), a(64), 0)
+        .unwrap_err();
     assert!(e.to_string().contains("split"), "{e}");
     // An unaligned X, forced: repacked into a workspace when there is one, refused without.
-    let p = select(&H200(), Dispatch::Force(Kernel::Sm80Gemv1x2), shape(1, 64, 2048), (ALIGNED + 4, 2048), a(2048), usize::MAX).unwrap();
+    let p = select(
+        &H200(),
+        Dispatch::Force(Kernel::Sm80Gemv1x2),
+        shape(1, 64, 2048),
+        (ALIGNED + 4, 2048),
+        a(2048),
+        usize::MAX,
+    )
+    .unwrap();
     assert!(p.repack_x && !p.repack_w, "{p:?}");
-    let e = select(&H200(), Dispatch::Force(Kernel::Sm80Gemv1x2), shape(1, 64, 2048), (ALIGNED + 4, 2048), a(2048), 0).unwrap_err();
+    let e = select(&H200(), Dispatch::Force(Kernel::Sm80Gemv1x2), shape(1, 64, 2048), (ALIGNED + 4, 2048), a(2048), 0)
+        .unwrap_err();
     assert!(e.to_string().contains("16-byte"), "{e}");
 }
 
@@ -653,6 +758,15 @@ fn tf32x3_refusals_say_what_the_kernel_needs() {
     assert!(e.to_string().contains("reads W split into 3xTF32's two parts"), "{e}");
     // A problem too small to pay for splitting W into the workspace: Auto takes the mma.sync
     // kernel that splits W in registers, though the workspace has room for the sm_90 one.
-    let p = select_kernel(&H200(), Dispatch::Auto, Precision::Tf32x3, shape(64, 64, 64), (ALIGNED, 64), (ALIGNED, 64), usize::MAX).unwrap();
+    let p = select_kernel(
+        &H200(),
+        Dispatch::Auto,
+        Precision::Tf32x3,
+        shape(64, 64, 64),
+        (ALIGNED, 64),
+        (ALIGNED, 64),
+        usize::MAX,
+    )
+    .unwrap();
     assert_eq!((p.kernel, p.repack_w, p.precision), (Kernel::Sm80Mma64x64Vec4Tf32x3, false, Precision::Tf32x3));
 }

@@ -9,8 +9,8 @@ use super::shape::{Shape, Strided};
 use super::stream_k;
 use super::weight::WeightForm;
 use super::workspace::{repacked_ld, Region};
-use crate::driver::{launch, tma};
 use crate::driver::tma::TmaElement;
+use crate::driver::{launch, tma};
 use crate::error::{Error, Result};
 use crate::kernels::loaded::LoadedKernels;
 use crate::kernels::{Family, Kernel, Precision};
@@ -27,7 +27,14 @@ pub(crate) struct Addresses {
 }
 
 /// Launches `plan` for `shape` on `stream`.
-pub(crate) fn launch(kernels: &LoadedKernels, stream: &CudaStream, plan: &Plan, shape: Shape, a: Addresses, scale: f32) -> Result<()> {
+pub(crate) fn launch(
+    kernels: &LoadedKernels,
+    stream: &CudaStream,
+    plan: &Plan,
+    shape: Shape,
+    a: Addresses,
+    scale: f32,
+) -> Result<()> {
     let layout = &plan.workspace;
     // Operands the kernel reads: the caller's, or their repacked copies in the workspace,
     // converted as the kernel expects (RepackMode::for_x, for_w).
@@ -51,7 +58,13 @@ pub(crate) fn launch(kernels: &LoadedKernels, stream: &CudaStream, plan: &Plan, 
                 tiles: plan.stream_k_tiles as i32,
             }
         }
-        _ => GeStreamK { partials: std::ptr::null_mut(), ready: std::ptr::null_mut(), ticket: std::ptr::null_mut(), launch: 0, tiles: 0 },
+        _ => GeStreamK {
+            partials: std::ptr::null_mut(),
+            ready: std::ptr::null_mut(),
+            ticket: std::ptr::null_mut(),
+            launch: 0,
+            tiles: 0,
+        },
     };
     let problem = GeProblem {
         x: x.addr as *const f32,
@@ -70,7 +83,8 @@ pub(crate) fn launch(kernels: &LoadedKernels, stream: &CudaStream, plan: &Plan, 
     let function = kernels
         .function(plan.kernel)
         .ok_or(Error::KernelUnavailable { kernel: plan.kernel, reason: "not loaded for this device" })?;
-    let cfg = LaunchConfig { grid_dim: (plan.grid, 1, 1), block_dim: (plan.block, 1, 1), shared_mem_bytes: plan.smem_bytes };
+    let cfg =
+        LaunchConfig { grid_dim: (plan.grid, 1, 1), block_dim: (plan.block, 1, 1), shared_mem_bytes: plan.smem_bytes };
     match plan.kernel.family() {
         Family::MmaSync => {
             let mut launch = stream.launch_builder(function);
@@ -113,14 +127,25 @@ pub(crate) fn launch(kernels: &LoadedKernels, stream: &CudaStream, plan: &Plan, 
             let spec = plan.kernel.spec();
             let x_box_rows = x_box_rows(shape.m, spec.tile_m);
             let out_map = if plan.tma_store {
-                tma::encode_row_major(a.out.addr, shape.m, shape.n, a.out.ld, sys::GE_SM90_STORE_BOX_ROWS, sys::GE_SM90_STORE_BOX_COLS, TmaElement::F32)?
+                tma::encode_row_major(
+                    a.out.addr,
+                    shape.m,
+                    shape.n,
+                    a.out.ld,
+                    sys::GE_SM90_STORE_BOX_ROWS,
+                    sys::GE_SM90_STORE_BOX_COLS,
+                    TmaElement::F32,
+                )?
             } else {
                 GeTensorMap { opaque: [0; 16] }
             };
             // Operands through TF32 maps when the plan rounds on load: the TMA rounds them.
             // (Mutation 6, tests only: fp32 maps anyway, so a plan that says rounded truncates.)
-            let operand = if plan.round_on_load && !cfg!(ge_mutation = "6") { TmaElement::Tf32 } else { TmaElement::F32 };
-            let w_map = |addr: u64| tma::encode_row_major(addr, shape.n, shape.k, w.ld, spec.w_box_rows(), spec.tile_k, operand);
+            let operand =
+                if plan.round_on_load && !cfg!(ge_mutation = "6") { TmaElement::Tf32 } else { TmaElement::F32 };
+            let w_map = |addr: u64| {
+                tma::encode_row_major(addr, shape.n, shape.k, w.ld, spec.w_box_rows(), spec.tile_k, operand)
+            };
             // A split W (a prepared weight's, or the workspace's: RepackMode::Split) holds its N
             // rows of small parts right after its N rows of big parts.
             let w_small_map = if plan.kernel.needs_split_w() {
@@ -208,7 +233,15 @@ impl RepackMode {
 
 /// Copies `rows × k` of `src` into a dense copy at `dst` (rows of `dst.ld`, padding zeroed),
 /// converted as `mode` says; [`RepackMode::Split`] writes `2 · rows · dst.ld` elements.
-pub(crate) fn repack(kernels: &LoadedKernels, stream: &CudaStream, src: Strided, rows: usize, k: usize, dst: Strided, mode: RepackMode) -> Result<()> {
+pub(crate) fn repack(
+    kernels: &LoadedKernels,
+    stream: &CudaStream,
+    src: Strided,
+    rows: usize,
+    k: usize,
+    dst: Strided,
+    mode: RepackMode,
+) -> Result<()> {
     let params = GeRepackParams {
         src: src.addr as *const f32,
         dst: dst.addr as *mut f32,
@@ -223,7 +256,11 @@ pub(crate) fn repack(kernels: &LoadedKernels, stream: &CudaStream, src: Strided,
         } as i32,
         small_offset: (rows * dst.ld) as i64,
     };
-    let cfg = LaunchConfig { grid_dim: rowwise_grid(rows, dst.ld / 4, kernels.device.sm_count), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+    let cfg = LaunchConfig {
+        grid_dim: rowwise_grid(rows, dst.ld / 4, kernels.device.sm_count),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
     let mut launch = stream.launch_builder(&kernels.repack);
     launch.arg(&params);
     // SAFETY: src is a validated operand (rows × k at stride ld); dst is 16-byte aligned with

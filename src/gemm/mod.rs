@@ -23,14 +23,14 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceSlice};
 
 pub use dispatch::Dispatch;
-pub use plan::Plan;
-pub use raw::{RawBuffer, RawMatrix};
-pub use weight::{PreparedWeight, Weight};
-use weight::WeightForm;
-use launch::RepackMode;
 #[cfg(feature = "testbed")]
 pub(crate) use launch::rowwise_grid;
+use launch::RepackMode;
+pub use plan::Plan;
+pub use raw::{RawBuffer, RawMatrix};
 pub(crate) use shape::Shape;
+use weight::WeightForm;
+pub use weight::{PreparedWeight, Weight};
 
 use crate::device::DeviceInfo;
 use crate::error::{Error, Operand, Result};
@@ -378,7 +378,15 @@ impl FusedGemm {
             let (src, _src_guard) = w.data.device_ptr(stream);
             let (dst, _dst_guard) = data.device_ptr_mut(stream);
             let dst = Strided { addr: dst, ld };
-            launch::repack(&self.kernels, stream, Strided { addr: src, ld: w.ld }, shape.n, shape.k, dst, RepackMode::to(form))?;
+            launch::repack(
+                &self.kernels,
+                stream,
+                Strided { addr: src, ld: w.ld },
+                shape.n,
+                shape.k,
+                dst,
+                RepackMode::to(form),
+            )?;
         }
         Ok(PreparedWeight::new(data, shape.n, shape.k, ld, self.policy.precision, form))
     }
@@ -388,7 +396,9 @@ impl FusedGemm {
     fn weight<'w>(&self, w: &'w impl Weight) -> Result<(MatrixRef<'w>, Option<WeightForm>)> {
         let (view, prepared) = w.view();
         match prepared {
-            Some(p) if p.precision != self.policy.precision => Err(Error::PreparedForOtherPrecision { prepared: p.precision, asked: self.policy.precision }),
+            Some(p) if p.precision != self.policy.precision => {
+                Err(Error::PreparedForOtherPrecision { prepared: p.precision, asked: self.policy.precision })
+            }
             _ => Ok((view, prepared.map(|p| p.form))),
         }
     }
@@ -401,7 +411,13 @@ impl FusedGemm {
     }
 
     /// Shape, extent and context checks shared by every call (and by the testbed's baselines).
-    pub(crate) fn validate(&self, x: &MatrixRef<'_>, w: &MatrixRef<'_>, bias: Option<&CudaView<'_, f32>>, out: &MatrixMut<'_>) -> Result<Shape> {
+    pub(crate) fn validate(
+        &self,
+        x: &MatrixRef<'_>,
+        w: &MatrixRef<'_>,
+        bias: Option<&CudaView<'_, f32>>,
+        out: &MatrixMut<'_>,
+    ) -> Result<Shape> {
         let shape = validate::validate_shapes(x.extent(), w.extent(), bias.map(|b| b.len()), out.extent())?;
         let ctx = self.kernels.ctx.cu_ctx();
         let same = |s: &Arc<CudaStream>| s.context().cu_ctx() == ctx;

@@ -10,8 +10,8 @@ use super::shape::{Shape, Strided};
 use super::stream_k::{partial_tile_len, StreamK};
 use super::test_devices::{self, A100, H200, RTX4090};
 use super::validate::{validate_operands, validate_shapes, validate_weight, Extent, MAX_DIM, MAX_LD};
-use super::workspace::{repacked_ld, w_parts, Region};
 use super::weight::WeightForm;
+use super::workspace::{repacked_ld, w_parts, Region};
 use crate::device::DeviceInfo;
 use crate::error::Error;
 use crate::kernels::catalogue::{Family, KERNEL_COUNT};
@@ -132,11 +132,19 @@ fn case() -> impl Strategy<Value = Case> {
         .prop_map(|(dev, dispatch, precision, (m, n, k), (xa, wa, xpad, wpad), w_prepared, ws, tidy)| {
             // Half the calls have operands with 16-byte rows (K % 4 == 0, aligned bases, leading
             // dimensions multiples of 4), which random ones rarely all are.
-            let (k, xa, wa, xpad, wpad) = if tidy { (k / 4 * 4, xa & !15, wa & !15, xpad / 4 * 4, wpad / 4 * 4) } else { (k, xa, wa, xpad, wpad) };
+            let (k, xa, wa, xpad, wpad) = if tidy {
+                (k / 4 * 4, xa & !15, wa & !15, xpad / 4 * 4, wpad / 4 * 4)
+            } else {
+                (k, xa, wa, xpad, wpad)
+            };
             let policy = Policy { dispatch, precision };
             let shape = Shape { m, n, k };
             // A prepared weight always has rows of whole 128-byte lines (prepare_weight).
-            let w = if w_prepared.is_some() { Strided { addr: wa & !127, ld: repacked_ld(k) } } else { Strided { addr: wa, ld: k + wpad } };
+            let w = if w_prepared.is_some() {
+                Strided { addr: wa & !127, ld: repacked_ld(k) }
+            } else {
+                Strided { addr: wa, ld: k + wpad }
+            };
             let call = Call { shape, x: Strided { addr: xa, ld: k + xpad }, w, w_prepared, workspace: usize::MAX };
             Case { dev, policy, call, ws }
         })
@@ -146,7 +154,8 @@ fn case() -> impl Strategy<Value = Case> {
 /// unbounded workspace uses.
 fn resolve(c: &Case) -> Call {
     let Case { dev, policy, call, ws } = *c;
-    let needed = || select(&dev.info, &dev.occ, policy, Call { workspace: usize::MAX, ..call }).map_or(0, |p| p.workspace_len());
+    let needed =
+        || select(&dev.info, &dev.occ, policy, Call { workspace: usize::MAX, ..call }).map_or(0, |p| p.workspace_len());
     let workspace = match ws {
         Ws::Zero => 0,
         Ws::Max => usize::MAX,
@@ -215,7 +224,12 @@ fn check_plan(c: &Case) -> Result<(), TestCaseError> {
         // (stream_k::plan).
         if k.family() == Family::TmaWgmma && plan.stream_k_tiles as u64 == s.cluster_tiles(k) {
             let (parts, k_blocks) = (plan.stream_k_ctas / plan.stream_k_tiles, s.k_blocks(k) as u32);
-            prop_assert!(plan.stream_k_tiles < 64 || k_blocks > 256, "{} tiles of {} k-blocks split", plan.stream_k_tiles, k_blocks);
+            prop_assert!(
+                plan.stream_k_tiles < 64 || k_blocks > 256,
+                "{} tiles of {} k-blocks split",
+                plan.stream_k_tiles,
+                k_blocks
+            );
             prop_assert_eq!(plan.stream_k_ctas % plan.stream_k_tiles, 0, "whole parts");
             prop_assert!(parts >= 2 && parts * 8 <= k_blocks, "{} parts of {} k-blocks", parts, k_blocks);
             prop_assert!(parts <= 4 || parts * 16 <= k_blocks, "{} parts of {} k-blocks", parts, k_blocks);
@@ -256,10 +270,9 @@ fn check_plan(c: &Case) -> Result<(), TestCaseError> {
             prop_assert_eq!((plan.stream_k_tiles, plan.stream_k_ctas), (0, 0));
         }
         // One CTA per whole tile, then the stream-K CTAs.
-        Family::MmaSync => prop_assert_eq!(
-            plan.grid as u64,
-            s.tiles(k) - plan.stream_k_tiles as u64 + plan.stream_k_ctas as u64
-        ),
+        Family::MmaSync => {
+            prop_assert_eq!(plan.grid as u64, s.tiles(k) - plan.stream_k_tiles as u64 + plan.stream_k_ctas as u64)
+        }
     }
 
     // 3. The kernel can run the call.
@@ -277,10 +290,16 @@ fn check_plan(c: &Case) -> Result<(), TestCaseError> {
         prop_assert!(!plan.repack_x && !plan.repack_w, "a scalar-load kernel with a repack");
     }
     if k.needs_rounded_w() {
-        prop_assert!(plan.repack_w || matches!(call.w_prepared, Some(WeightForm::Rounded | WeightForm::Split)), "W not rounded for a kernel that reads it rounded");
+        prop_assert!(
+            plan.repack_w || matches!(call.w_prepared, Some(WeightForm::Rounded | WeightForm::Split)),
+            "W not rounded for a kernel that reads it rounded"
+        );
     }
     if k.needs_split_w() {
-        prop_assert!(plan.repack_w || call.w_prepared == Some(WeightForm::Split), "W not split for a kernel that reads it split");
+        prop_assert!(
+            plan.repack_w || call.w_prepared == Some(WeightForm::Split),
+            "W not split for a kernel that reads it split"
+        );
     }
     if plan.repack_x || plan.repack_w {
         prop_assert!(s.k > 0);
@@ -345,12 +364,11 @@ fn extent(rows: usize, cols: usize) -> impl Strategy<Value = Extent> {
 
 /// x (M×K), w (N×K), bias, out (M×N), now and then with one dimension off.
 fn operands() -> impl Strategy<Value = (Extent, Extent, Option<usize>, Extent)> {
-    (size(), size(), size(), 0usize..=8, size())
-        .prop_flat_map(|(m, n, k, off, other)| {
-            let bias = prop_oneof![Just(None), Just(Some(n)), Just(Some(other))];
-            let bad = if off == 1 { other } else { k };
-            (extent(m, k), extent(n, bad), bias, extent(m, n))
-        })
+    (size(), size(), size(), 0usize..=8, size()).prop_flat_map(|(m, n, k, off, other)| {
+        let bias = prop_oneof![Just(None), Just(Some(n)), Just(Some(other))];
+        let bad = if off == 1 { other } else { k };
+        (extent(m, k), extent(n, bad), bias, extent(m, n))
+    })
 }
 
 /// Whether `e` is inside its buffer and within the limits, by checked arithmetic.

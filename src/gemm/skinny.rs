@@ -26,8 +26,7 @@ pub(crate) fn split(device: &DeviceInfo, kernel: Kernel, s: Shape) -> u32 {
     let warps = (spec.threads / 32) as u64;
     let steps = s.k_blocks(kernel);
     let deep = steps / (warps * MIN_STEPS_PER_WARP);
-    fill.min(deep)
-        .clamp(1, crate::sys::GE_SKINNY_MAX_SPLIT as u64) as u32
+    fill.min(deep).clamp(1, crate::sys::GE_SKINNY_MAX_SPLIT as u64) as u32
 }
 
 #[cfg(test)]

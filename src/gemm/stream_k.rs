@@ -137,7 +137,13 @@ pub(crate) fn shares_last_wave(family: Family, t: u64, wave: u64, k_blocks: u64)
 ///   long enough tiles and not too full: [`shares_last_wave`]): the tiles of the last wave
 ///   (plus one full wave when it is less than a quarter full) are shared along K by a wave of
 ///   CTAs, so that the last wave does not keep a few SMs busy while the rest idle.
-pub(crate) fn plan(device: &DeviceInfo, occupancy: &Occupancy, kernel: Kernel, s: Shape, room: usize) -> Option<StreamK> {
+pub(crate) fn plan(
+    device: &DeviceInfo,
+    occupancy: &Occupancy,
+    kernel: Kernel,
+    s: Shape,
+    room: usize,
+) -> Option<StreamK> {
     let spec = kernel.spec();
     // A skinny kernel splits K inside its clusters, with no workspace (gemm::skinny); a GEMV
     // CTA covers all of K.
@@ -270,7 +276,11 @@ mod tests {
             (128, 16, 7, 6), // 64×512×4096 (8 tiles; 6 parts 1.03× the fastest)
             (128, 11, 5, 6), // 64×768×4096 (12 tiles; 6 parts 1.01× the fastest)
         ] {
-            assert_eq!(tile_64x64_parts(k_blocks, most), pick, "{k_blocks} k-blocks, at most {most} parts (fastest measured: {fastest})");
+            assert_eq!(
+                tile_64x64_parts(k_blocks, most),
+                pick,
+                "{k_blocks} k-blocks, at most {most} parts (fastest measured: {fastest})"
+            );
         }
         // The model's own boundary, between the raced 32 k-blocks (unsplit) and 48 (4 parts):
         // 38 k-blocks stay whole, 40 go in 3 (13.3 + 3.8 · 2 + 18 = 38.9 < 40).
@@ -428,10 +438,16 @@ mod tests {
         let sk = plan(&d, &o, k, s, usize::MAX).unwrap();
         assert_eq!((sk, sk.len(k)), (StreamK { ctas: 132, tiles: 68 }, 132 * 128 * 256 + 2 * (132 + 1)));
         // 4096 tiles of 128×128, two CTAs per SM: waves of 264, 15 of them and 136 tiles.
-        assert_eq!(plan(&d, &o, Kernel::Sm80Mma128x128Vec4Trunc, s, usize::MAX), Some(StreamK { ctas: 264, tiles: 136 }));
+        assert_eq!(
+            plan(&d, &o, Kernel::Sm80Mma128x128Vec4Trunc, s, usize::MAX),
+            Some(StreamK { ctas: 264, tiles: 136 })
+        );
         // Split-K on the A100: 128 tiles of 64×64, 128 k-blocks, two CTAs per SM: 216 CTAs.
         let (d, o) = (A100, occupancy(&A100));
-        assert_eq!(plan(&d, &o, Kernel::Sm80Mma64x64Vec4, shape(128, 4096, 4096), usize::MAX), Some(StreamK { ctas: 216, tiles: 128 }));
+        assert_eq!(
+            plan(&d, &o, Kernel::Sm80Mma64x64Vec4, shape(128, 4096, 4096), usize::MAX),
+            Some(StreamK { ctas: 216, tiles: 128 })
+        );
         // K = 0: nothing to share.
         assert_eq!(plan(&d, &o, Kernel::Sm80Mma64x64Vec4, shape(128, 4096, 0), usize::MAX), None);
     }

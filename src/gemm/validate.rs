@@ -89,11 +89,8 @@ fn check_extent(operand: Operand, Extent { rows, cols, ld, len }: Extent) -> Res
         };
         return Err(Error::DimensionTooLarge { what, value: ld, max: MAX_LD });
     }
-    let needed = if rows == 0 || cols == 0 {
-        Some(0)
-    } else {
-        (rows - 1).checked_mul(ld).and_then(|v| v.checked_add(cols))
-    };
+    let needed =
+        if rows == 0 || cols == 0 { Some(0) } else { (rows - 1).checked_mul(ld).and_then(|v| v.checked_add(cols)) };
     // An extent past usize::MAX fits no buffer, not even one claiming usize::MAX elements.
     match needed {
         Some(needed) if needed <= len => {}
@@ -140,7 +137,8 @@ mod tests {
         let short = Extent { rows: 5, cols: 7, ld: 7, len: 34 };
         let e = validate_shapes(short, dense(3, 7), None, dense(5, 3)).unwrap_err();
         assert!(matches!(e, Error::BufferTooSmall { operand: Operand::X, needed: 35, len: 34 }), "{e}");
-        let e = validate_shapes(dense(5, 7), Extent { rows: 3, cols: 7, ld: 6, len: 100 }, None, dense(5, 3)).unwrap_err();
+        let e =
+            validate_shapes(dense(5, 7), Extent { rows: 3, cols: 7, ld: 6, len: 100 }, None, dense(5, 3)).unwrap_err();
         assert!(matches!(e, Error::LeadingDimension { operand: Operand::W, ld: 6, cols: 7 }), "{e}");
         let out = Extent { rows: 5, cols: 3, ld: 4, len: 18 };
         let e = validate_shapes(dense(5, 7), dense(3, 7), None, out).unwrap_err();
@@ -178,7 +176,10 @@ mod tests {
             (Shape { m: 1, n: 1, k: MAX_DIM + 1 }, "K"),
         ] {
             let e = check_dims(s).unwrap_err();
-            assert!(matches!(e, Error::DimensionTooLarge { what, value, max: MAX_DIM } if what == name && value == MAX_DIM + 1), "{e}");
+            assert!(
+                matches!(e, Error::DimensionTooLarge { what, value, max: MAX_DIM } if what == name && value == MAX_DIM + 1),
+                "{e}"
+            );
         }
     }
 
@@ -191,7 +192,10 @@ mod tests {
             (dense(2, 4), dense(3, 4), huge(2, 3), "ldo"),
         ] {
             let e = validate_shapes(x, w, None, out).unwrap_err();
-            assert!(matches!(e, Error::DimensionTooLarge { what, value, max: MAX_LD } if what == name && value == MAX_LD + 1), "{e}");
+            assert!(
+                matches!(e, Error::DimensionTooLarge { what, value, max: MAX_LD } if what == name && value == MAX_LD + 1),
+                "{e}"
+            );
         }
     }
 

@@ -41,7 +41,14 @@ pub struct PreparedWeight {
 }
 
 impl PreparedWeight {
-    pub(crate) fn new(data: CudaSlice<f32>, rows: usize, cols: usize, ld: usize, precision: Precision, form: WeightForm) -> Self {
+    pub(crate) fn new(
+        data: CudaSlice<f32>,
+        rows: usize,
+        cols: usize,
+        ld: usize,
+        precision: Precision,
+        form: WeightForm,
+    ) -> Self {
         debug_assert!(data.len() >= rows * ld * if form == WeightForm::Split { 2 } else { 1 } && ld >= cols);
         Self { data, rows, cols, ld, precision, form }
     }

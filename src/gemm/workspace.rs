@@ -118,7 +118,10 @@ mod tests {
         assert_eq!(l.len, (64 + 2 * 3000) * ld);
         // Only W repacked, no stream-K: W starts at 0.
         let l = WorkspaceLayout::new(s, false, true, k, None);
-        assert_eq!((l.x, l.w, l.partials, l.sync, l.len), (None, Some(Region { offset: 0, len: 3000 * ld }), None, None, 3000 * ld));
+        assert_eq!(
+            (l.x, l.w, l.partials, l.sync, l.len),
+            (None, Some(Region { offset: 0, len: 3000 * ld }), None, None, 3000 * ld)
+        );
         assert_eq!(WorkspaceLayout::new(s, false, false, k, None).len, 0);
         assert_eq!(Region { offset: 3, len: 1 }.addr(0x1000), 0x100c);
     }
@@ -134,12 +137,20 @@ mod tests {
     fn no_plan_uses_more_than_the_shape_bound() {
         use super::super::dispatch::{select, Call, Dispatch, Policy};
         use super::super::shape::Strided;
-        use crate::gemm::test_devices::{occupancy, A100, H200, RTX4090};
         use super::super::weight::WeightForm;
+        use crate::gemm::test_devices::{occupancy, A100, H200, RTX4090};
         use crate::kernels::Precision;
         const ALIGNED: u64 = 0x7f00_0000_0000;
         let precisions = [Precision::Tf32, Precision::Tf32Truncated, Precision::Tf32x3];
-        let shapes = [(1, 4096, 4096), (16384, 4096, 4096), (16383, 4095, 4097), (300, 520, 512), (64, 3000, 4097), (129, 7, 33), (8191, 8192, 64)];
+        let shapes = [
+            (1, 4096, 4096),
+            (16384, 4096, 4096),
+            (16383, 4095, 4097),
+            (300, 520, 512),
+            (64, 3000, 4097),
+            (129, 7, 33),
+            (8191, 8192, 64),
+        ];
         for device in [H200, A100, RTX4090] {
             let occ = occupancy(&device);
             for (m, n, k) in shapes {
@@ -149,7 +160,9 @@ mod tests {
                 for precision in precisions {
                     let dispatches = std::iter::once(Dispatch::Auto).chain(Kernel::ALL.map(Dispatch::Force));
                     for dispatch in dispatches {
-                        for (x_addr, ld) in [(ALIGNED, k), (ALIGNED + 4, k), (ALIGNED, k + 1), (ALIGNED, k.next_multiple_of(32))] {
+                        for (x_addr, ld) in
+                            [(ALIGNED, k), (ALIGNED + 4, k), (ALIGNED, k + 1), (ALIGNED, k.next_multiple_of(32))]
+                        {
                             for prepared in [None, Some(precision)] {
                                 let w = match prepared {
                                     Some(_) => Strided { addr: ALIGNED, ld: repacked_ld(k) },
@@ -161,7 +174,13 @@ mod tests {
                                     Precision::Tf32x3 if device.is_hopper() => WeightForm::Split,
                                     _ => WeightForm::Raw,
                                 });
-                                let call = Call { shape: s, x: Strided { addr: x_addr, ld }, w, w_prepared: form, workspace: usize::MAX };
+                                let call = Call {
+                                    shape: s,
+                                    x: Strided { addr: x_addr, ld },
+                                    w,
+                                    w_prepared: form,
+                                    workspace: usize::MAX,
+                                };
                                 // Calls a rounding or a forced kernel cannot serve are errors; they use nothing.
                                 if let Ok(plan) = select(&device, &occ, Policy { dispatch, precision }, call) {
                                     assert!(
@@ -177,7 +196,10 @@ mod tests {
                 }
                 // A large K % 4 != 0 problem repacks both operands: the bound is not loose there.
                 if s.macs() >= 1 << 27 && k % 4 != 0 {
-                    assert!(most >= repack_len(s, true, true, Kernel::Sm80Mma64x64Vec4), "{device:?} {s:?}: most {most}, bound {bound}");
+                    assert!(
+                        most >= repack_len(s, true, true, Kernel::Sm80Mma64x64Vec4),
+                        "{device:?} {s:?}: most {most}, bound {bound}"
+                    );
                 }
             }
         }

@@ -118,7 +118,20 @@ impl Spec {
 /// `GE_SM80_MMA_*` block of the header.
 const fn mma(name: &'static str, c: [u32; 6], access: Access, precision: Precision) -> Spec {
     let [tile_m, tile_n, tile_k, stages, threads, smem_bytes] = c;
-    Spec { name, family: Family::MmaSync, schedule: Schedule::Mma, tile_m, tile_n, tile_k, stages, threads, smem_bytes, access, precision, cluster_m: 1 }
+    Spec {
+        name,
+        family: Family::MmaSync,
+        schedule: Schedule::Mma,
+        tile_m,
+        tile_n,
+        tile_k,
+        stages,
+        threads,
+        smem_bytes,
+        access,
+        precision,
+        cluster_m: 1,
+    }
 }
 
 /// A TMA + wgmma configuration (the same six numbers of a `GE_SM90_*` block), launched in
@@ -146,7 +159,20 @@ const fn wgmma(name: &'static str, schedule: Schedule, c: [u32; 6], cluster_m: u
 /// many CTAs as the plan splits K into ([`crate::Plan::cluster`]).
 const fn skinny(name: &'static str, c: [u32; 6], precision: Precision) -> Spec {
     let [tile_m, tile_n, tile_k, stages, threads, smem_bytes] = c;
-    Spec { name, family: Family::Skinny, schedule: Schedule::Skinny, tile_m, tile_n, tile_k, stages, threads, smem_bytes, access: Access::AlignedRows, precision, cluster_m: 1 }
+    Spec {
+        name,
+        family: Family::Skinny,
+        schedule: Schedule::Skinny,
+        tile_m,
+        tile_n,
+        tile_k,
+        stages,
+        threads,
+        smem_bytes,
+        access: Access::AlignedRows,
+        precision,
+        cluster_m: 1,
+    }
 }
 
 /// A GEMV configuration (a `GE_GEMV_*` block: `[TILE_M, TILE_N, TILE_K, UNROLL, THREADS]`), one
@@ -154,7 +180,20 @@ const fn skinny(name: &'static str, c: [u32; 6], precision: Precision) -> Spec {
 /// shared memory is the static reduction's.
 const fn gemv(name: &'static str, c: [u32; 5], precision: Precision) -> Spec {
     let [tile_m, tile_n, tile_k, stages, threads] = c;
-    Spec { name, family: Family::Gemv, schedule: Schedule::Gemv, tile_m, tile_n, tile_k, stages, threads, smem_bytes: 0, access: Access::AlignedRows, precision, cluster_m: 1 }
+    Spec {
+        name,
+        family: Family::Gemv,
+        schedule: Schedule::Gemv,
+        tile_m,
+        tile_n,
+        tile_k,
+        stages,
+        threads,
+        smem_bytes: 0,
+        access: Access::AlignedRows,
+        precision,
+        cluster_m: 1,
+    }
 }
 
 /// The table: `Variant => spec;`, with the variant's doc comment. Generates [`Kernel`],
@@ -519,7 +558,13 @@ mod tests {
                     // wgmma atom; two boxes per warp fill the consumer's half of the buffers
                     // (one store reads a box while the warp writes the other).
                     assert!(consumer_rows % 64 == 0, "{k}");
-                    const { assert!(GE_SM90_STORE_BOX_ROWS == 16 && 4 * 2 * GE_SM90_STORE_BOX_ROWS * GE_SM90_STORE_BOX_COLS * 4 == GE_SM90_EPILOGUE_SMEM_BYTES / 2) };
+                    const {
+                        assert!(
+                            GE_SM90_STORE_BOX_ROWS == 16
+                                && 4 * 2 * GE_SM90_STORE_BOX_ROWS * GE_SM90_STORE_BOX_COLS * 4
+                                    == GE_SM90_EPILOGUE_SMEM_BYTES / 2
+                        )
+                    };
                     assert!(s.access == Access::AlignedRows, "{k}");
                     // One 128-byte swizzle row of fp32 along K per stage (the operand tiles'
                     // SW128 layout).
@@ -528,15 +573,8 @@ mod tests {
                 Family::Skinny => {
                     // Each lane's ring: per step, 16-byte slots for two W rows and one X row per
                     // 8 rows of the tile, per 16 k; whole n8 fragments of X, one m16 of W.
-                    assert_eq!(
-                        s.smem_bytes,
-                        s.stages * s.threads * (s.tile_k / 16) * (2 + s.tile_m / 8) * 16,
-                        "{k}"
-                    );
-                    assert!(
-                        s.tile_m % 8 == 0 && s.tile_n == 16 && s.access == Access::AlignedRows,
-                        "{k}"
-                    );
+                    assert_eq!(s.smem_bytes, s.stages * s.threads * (s.tile_k / 16) * (2 + s.tile_m / 8) * 16, "{k}");
+                    assert!(s.tile_m % 8 == 0 && s.tile_n == 16 && s.access == Access::AlignedRows, "{k}");
                     assert_eq!(k.max_m(), Some(s.tile_m), "{k}");
                 }
                 Family::Gemv => {
@@ -554,7 +592,12 @@ mod tests {
         let clustered: Vec<Spec> = Kernel::ALL.iter().map(|k| k.spec()).filter(|s| s.cluster_m > 1).collect();
         assert!(clustered.len() >= 2);
         for s in &clustered {
-            assert_eq!((s.threads, s.smem_bytes, s.cluster_m), (clustered[0].threads, clustered[0].smem_bytes, 2), "{}", s.name);
+            assert_eq!(
+                (s.threads, s.smem_bytes, s.cluster_m),
+                (clustered[0].threads, clustered[0].smem_bytes, 2),
+                "{}",
+                s.name
+            );
         }
         assert_eq!(Kernel::Sm90Cooperative128x256Cluster2Trunc.spec().w_box_rows(), 128);
         assert_eq!(Kernel::Sm90Cooperative128x256Trunc.spec().tile_parts(), 2);

@@ -58,15 +58,15 @@ pub(crate) fn unsupported(kernel: Kernel, device: &DeviceInfo, occupancy: &Occup
         return Some("the TMA + wgmma kernels are built for sm_90a and need an sm_90 device");
     }
     if spec.family == Family::Skinny && !device.is_hopper() {
-        return Some(
-            "the skinny kernels split K over thread-block clusters and need an sm_90 device",
-        );
+        return Some("the skinny kernels split K over thread-block clusters and need an sm_90 device");
     }
     if spec.smem_bytes > device.max_smem_per_block {
         return Some("the device has too little shared memory per block for this tile");
     }
     if spec.cluster_m > 1 && occupancy.max_active_clusters == 0 {
-        return Some("no 2-CTA cluster of this kernel fits on the device (cuOccupancyMaxActiveClusters failed or returned 0)");
+        return Some(
+            "no 2-CTA cluster of this kernel fits on the device (cuOccupancyMaxActiveClusters failed or returned 0)",
+        );
     }
     None
 }
@@ -111,14 +111,17 @@ impl LoadedKernels {
                     shared_mem_bytes: spec.smem_bytes,
                 };
                 let clusters = launch::max_active_clusters(ctx, &function, probe, (spec.cluster_m, 1, 1)).unwrap_or(0);
-                occupancy.max_active_clusters = if clusters_asked { occupancy.max_active_clusters.min(clusters) } else { clusters };
+                occupancy.max_active_clusters =
+                    if clusters_asked { occupancy.max_active_clusters.min(clusters) } else { clusters };
                 clusters_asked = true;
                 if unsupported(kernel, &device, &occupancy).is_some() {
                     continue;
                 }
             }
             // Waves of the mma.sync kernels (stream-K). A failed query leaves the default, 1.
-            if let Ok(n) = function.occupancy_max_active_blocks_per_multiprocessor(spec.threads, spec.smem_bytes as usize, None) {
+            if let Ok(n) =
+                function.occupancy_max_active_blocks_per_multiprocessor(spec.threads, spec.smem_bytes as usize, None)
+            {
                 occupancy.ctas_per_sm[kernel.index()] = n.max(1);
             }
             functions[kernel.index()] = Some(function);
@@ -164,7 +167,9 @@ mod tests {
         assert!(why.contains("cluster"), "{why}");
         // The plain kernels do not care.
         assert_eq!(unsupported(Kernel::Sm90Pingpong128x128Trunc, &H200, &Occupancy::NONE), None);
-        assert!(unsupported(Kernel::Sm90Pingpong128x128Cluster2Trunc, &A100, &fits).expect("refused").contains("sm_90"));
+        assert!(unsupported(Kernel::Sm90Pingpong128x128Cluster2Trunc, &A100, &fits)
+            .expect("refused")
+            .contains("sm_90"));
         // The skinny kernels' clusters are the plan's, not the table's: sm_90 is all they need.
         assert_eq!(unsupported(Kernel::Sm90Skinny8x16, &H200, &Occupancy::NONE), None);
         assert!(unsupported(Kernel::Sm90Skinny8x16, &A100, &fits).expect("refused").contains("sm_90"));

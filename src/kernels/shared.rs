@@ -48,7 +48,9 @@ mod tests {
     fn a_context_loads_its_kernels_once_while_a_handle_holds_them() {
         let ctx = match crate::cuda_context(0) {
             Ok(ctx) => ctx,
-            Err(e) if std::env::var("GEMM_EPILOGUE_REQUIRE_GPU").is_ok_and(|v| v.trim() == "1") => panic!("no usable GPU: {e}"),
+            Err(e) if std::env::var("GEMM_EPILOGUE_REQUIRE_GPU").is_ok_and(|v| v.trim() == "1") => {
+                panic!("no usable GPU: {e}")
+            }
             Err(e) => return println!("skipped: {e}"),
         };
         let first = crate::FusedGemm::new(&ctx).expect("first handle");

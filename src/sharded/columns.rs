@@ -69,7 +69,8 @@ mod tests {
                     assert_eq!(pair[0].end, pair[1].start, "contiguous");
                     assert!(pair[0].len() >= pair[1].len(), "larger shards first");
                 }
-                let (min, max) = (shards.iter().map(|s| s.len()).min().unwrap(), shards.iter().map(|s| s.len()).max().unwrap());
+                let (min, max) =
+                    (shards.iter().map(|s| s.len()).min().unwrap(), shards.iter().map(|s| s.len()).max().unwrap());
                 assert!(max - min <= 1, "n {n}, g {g}: as even as possible");
             }
         }

@@ -62,7 +62,8 @@ impl Comms {
         }
         let version = result::get_nccl_version()?;
         let id = result::get_uniqueid()?;
-        let world = c_int::try_from(streams.len()).map_err(|_| Error::InvalidDevices { reason: "more devices than NCCL ranks" })?;
+        let world = c_int::try_from(streams.len())
+            .map_err(|_| Error::InvalidDevices { reason: "more devices than NCCL ranks" })?;
         // Inside the group a missing rank would make `ncclGroupEnd` wait for it forever, so
         // whatever can fail on our side fails before the group starts.
         for stream in &streams {
@@ -147,14 +148,29 @@ impl RankComm {
     }
 
     /// `ncclBroadcast` of `send` (on the root only) into `recv`, from rank `root`.
-    pub fn broadcast<S: DevicePtr<f32>, R: DevicePtrMut<f32>>(&self, send: Option<&S>, recv: &mut R, root: usize) -> Result<()> {
+    pub fn broadcast<S: DevicePtr<f32>, R: DevicePtrMut<f32>>(
+        &self,
+        send: Option<&S>,
+        recv: &mut R,
+        root: usize,
+    ) -> Result<()> {
         let count = recv.len();
         let src = send.map(|s| s.device_ptr(&self.stream));
         let (dst, _dst_used) = recv.device_ptr_mut(&self.stream);
         let src_ptr = src.as_ref().map_or(dst, |(p, _)| *p);
         // SAFETY: both pointers hold `count` f32 (a root's `send` is as long as every `recv`,
         // which the caller allocates so); the events recorded are kept until after the call.
-        unsafe { result::broadcast(src_ptr as _, dst as _, count, sys::ncclDataType_t::ncclFloat32, root as c_int, self.comm, self.stream.cu_stream() as _) }?;
+        unsafe {
+            result::broadcast(
+                src_ptr as _,
+                dst as _,
+                count,
+                sys::ncclDataType_t::ncclFloat32,
+                root as c_int,
+                self.comm,
+                self.stream.cu_stream() as _,
+            )
+        }?;
         Ok(())
     }
 
@@ -162,7 +178,16 @@ impl RankComm {
     pub fn send<S: DevicePtr<f32>>(&self, send: &S, peer: usize) -> Result<()> {
         let (src, _used) = send.device_ptr(&self.stream);
         // SAFETY: `src` holds `send.len()` f32.
-        unsafe { result::send(src as _, send.len(), sys::ncclDataType_t::ncclFloat32, peer as c_int, self.comm, self.stream.cu_stream() as _) }?;
+        unsafe {
+            result::send(
+                src as _,
+                send.len(),
+                sys::ncclDataType_t::ncclFloat32,
+                peer as c_int,
+                self.comm,
+                self.stream.cu_stream() as _,
+            )
+        }?;
         Ok(())
     }
 
@@ -171,7 +196,16 @@ impl RankComm {
         let count = recv.len();
         let (dst, _used) = recv.device_ptr_mut(&self.stream);
         // SAFETY: `dst` holds `count` f32.
-        unsafe { result::recv(dst as _, count, sys::ncclDataType_t::ncclFloat32, peer as c_int, self.comm, self.stream.cu_stream() as _) }?;
+        unsafe {
+            result::recv(
+                dst as _,
+                count,
+                sys::ncclDataType_t::ncclFloat32,
+                peer as c_int,
+                self.comm,
+                self.stream.cu_stream() as _,
+            )
+        }?;
         Ok(())
     }
 
@@ -181,13 +215,26 @@ impl RankComm {
         let ranks = self.world()?;
         let needed = block.saturating_mul(ranks);
         if buffer.len() < needed || rank >= ranks {
-            return Err(Error::ShapeMismatch { what: "gather buffer vs ranks · block", expected: needed, found: buffer.len() });
+            return Err(Error::ShapeMismatch {
+                what: "gather buffer vs ranks · block",
+                expected: needed,
+                found: buffer.len(),
+            });
         }
         let (base, _used) = buffer.device_ptr_mut(&self.stream);
         let send = base + (rank * block * std::mem::size_of::<f32>()) as u64;
         // SAFETY: `buffer` holds `ranks · block` f32 (checked above); in place, as NCCL
         // defines it (send = recv + rank · block).
-        unsafe { result::all_gather(send as _, base as _, block, sys::ncclDataType_t::ncclFloat32, self.comm, self.stream.cu_stream() as _) }?;
+        unsafe {
+            result::all_gather(
+                send as _,
+                base as _,
+                block,
+                sys::ncclDataType_t::ncclFloat32,
+                self.comm,
+                self.stream.cu_stream() as _,
+            )
+        }?;
         Ok(())
     }
 

@@ -81,7 +81,14 @@ impl ShardedLinear {
                 for (r, owner) in self.shards.iter().enumerate() {
                     let cols = &owner.columns;
                     let src = gathered.slice(r * block..r * block + rc * cols.len());
-                    copy_block(&stream, &src, rc, cols.len(), out, BlockAt { row: chunk.start, col: cols.start, ld: n })?;
+                    copy_block(
+                        &stream,
+                        &src,
+                        rc,
+                        cols.len(),
+                        out,
+                        BlockAt { row: chunk.start, col: cols.start, ld: n },
+                    )?;
                 }
             }
         }

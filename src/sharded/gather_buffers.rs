@@ -166,7 +166,10 @@ impl GatherBuffer {
         let Some(memory) = &self.nccl else { return Ok(()) };
         // SAFETY: `ptr` is this buffer's NCCL allocation of `len` f32 on the communicator's
         // device; `window` lives until the group ends (the caller's).
-        unsafe { sys::ncclCommWindowRegister(memory.comm, memory.ptr, f32_bytes(len, BUFFER)?, window, WIN_COLL_SYMMETRIC) }.result()?;
+        unsafe {
+            sys::ncclCommWindowRegister(memory.comm, memory.ptr, f32_bytes(len, BUFFER)?, window, WIN_COLL_SYMMETRIC)
+        }
+        .result()?;
         Ok(())
     }
 }
@@ -183,11 +186,12 @@ impl Drop for GatherBuffer {
         // and the communicator outlives it (`CommState` drops its buffers first).
         let _ = slice.stream().context().bind_to_thread();
         let _ = slice.leak(); // NCCL's memory: freed below, not by cudarc
-        // SAFETY: this buffer's window on its communicator (where NCCL registered one) and its
-        // NCCL allocation, each released once. Errors have nowhere to go in a drop.
+                              // SAFETY: this buffer's window on its communicator (where NCCL registered one) and its
+                              // NCCL allocation, each released once. Errors have nowhere to go in a drop.
         unsafe {
             if !memory.window.is_null() {
-                let _: std::result::Result<_, NcclError> = sys::ncclCommWindowDeregister(memory.comm, memory.window).result();
+                let _: std::result::Result<_, NcclError> =
+                    sys::ncclCommWindowDeregister(memory.comm, memory.window).result();
             }
             let _: std::result::Result<_, NcclError> = sys::ncclMemFree(memory.ptr).result();
         }

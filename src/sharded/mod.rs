@@ -27,8 +27,8 @@ use crate::matrix::{MatrixMut, MatrixRef};
 
 pub use comms::nccl_library_present;
 use comms::Comms;
-pub use gather_buffers::GatherEngine;
 use gather_buffers::GatherBuffers;
+pub use gather_buffers::GatherEngine;
 
 /// A `Linear` (`out = v*s + v`, `v = x·Wᵀ + b`) whose W is split by rows over several devices:
 /// device g owns output columns [`ShardedLinear::columns`]`(g)`, as evenly as possible.
@@ -204,7 +204,11 @@ impl ShardedLinear {
     pub fn from_shards(streams: &[Arc<CudaStream>], shards: Vec<Linear>) -> Result<Self> {
         Self::check_nccl_and_devices(streams)?;
         if shards.len() != streams.len() {
-            return Err(Error::ShapeMismatch { what: "shards vs streams (one shard per device)", expected: streams.len(), found: shards.len() });
+            return Err(Error::ShapeMismatch {
+                what: "shards vs streams (one shard per device)",
+                expected: streams.len(),
+                found: shards.len(),
+            });
         }
         let first = &shards[0];
         let (k, scale, precision) = (first.in_features(), first.scale(), first.gemm().precision());
@@ -213,7 +217,11 @@ impl ShardedLinear {
                 return Err(Error::WrongContext { operand: Some(Operand::W) });
             }
             if shard.in_features() != k {
-                return Err(Error::ShapeMismatch { what: "a shard's in_features vs the first shard's", expected: k, found: shard.in_features() });
+                return Err(Error::ShapeMismatch {
+                    what: "a shard's in_features vs the first shard's",
+                    expected: k,
+                    found: shard.in_features(),
+                });
             }
             if shard.scale().to_bits() != scale.to_bits() || shard.gemm().precision() != precision {
                 return Err(Error::InvalidDevices { reason: "the shards differ in scale or precision" });
@@ -320,7 +328,12 @@ impl ShardedLinear {
             // SAFETY: every element is written by the kernel before anything reads it.
             let mut out = unsafe { alloc_f32(&shard.compute, rows * n, "rows · shard columns (output bytes)") }?;
             let x = MatrixRef::from_slice(x, rows, self.in_features);
-            linear.forward_into_held(linear.gemm(), &shard.compute, &x, &mut MatrixMut::from_slice(&mut out, rows, n))?;
+            linear.forward_into_held(
+                linear.gemm(),
+                &shard.compute,
+                &x,
+                &mut MatrixMut::from_slice(&mut out, rows, n),
+            )?;
             outs.push(Some(out));
         }
         Ok(outs)
@@ -373,16 +386,36 @@ impl ShardedLinear {
     }
 
     /// The layer from its shards and their communicators.
-    fn assemble(comms: Comms, shards: Vec<Shard>, in_features: usize, out_features: usize, scale: f32, precision: Precision) -> Self {
+    fn assemble(
+        comms: Comms,
+        shards: Vec<Shard>,
+        in_features: usize,
+        out_features: usize,
+        scale: f32,
+        precision: Precision,
+    ) -> Self {
         let comm = Mutex::new(CommState { buffers: GatherBuffers::default(), comms });
-        Self { shards, in_features, out_features, scale, precision, gather_chunks: DEFAULT_GATHER_CHUNKS, comm_sms: DEFAULT_COMM_SMS, comm }
+        Self {
+            shards,
+            in_features,
+            out_features,
+            scale,
+            precision,
+            gather_chunks: DEFAULT_GATHER_CHUNKS,
+            comm_sms: DEFAULT_COMM_SMS,
+            comm,
+        }
     }
 
     /// `xs`: one dense `rows × in_features` input per device, on that device. Zero rows never
     /// pass (the driver allocates no 0-byte input to go with them).
     fn check_inputs(&self, xs: &[CudaSlice<f32>], rows: usize) -> Result<()> {
         if xs.len() != self.shards.len() {
-            return Err(Error::ShapeMismatch { what: "xs.len() vs devices (one input per device)", expected: self.shards.len(), found: xs.len() });
+            return Err(Error::ShapeMismatch {
+                what: "xs.len() vs devices (one input per device)",
+                expected: self.shards.len(),
+                found: xs.len(),
+            });
         }
         let expected = rows.checked_mul(self.in_features).ok_or(Error::DimensionTooLarge {
             what: "rows (rows · in_features overflows)",
@@ -396,7 +429,11 @@ impl ShardedLinear {
         })?;
         for (shard, x) in self.shards.iter().zip(xs) {
             if x.len() != expected {
-                return Err(Error::ShapeMismatch { what: "xs[g].len() vs rows · in_features", expected, found: x.len() });
+                return Err(Error::ShapeMismatch {
+                    what: "xs[g].len() vs rows · in_features",
+                    expected,
+                    found: x.len(),
+                });
             }
             if x.context().cu_ctx() != shard.compute.context().cu_ctx() {
                 return Err(Error::WrongContext { operand: Some(Operand::X) });
@@ -445,7 +482,11 @@ fn check_layer(weight: usize, bias: Option<usize>, in_features: usize, out_featu
         max: usize::MAX / out_features,
     })?;
     if weight != expected {
-        return Err(Error::ShapeMismatch { what: "weight.len() vs out_features · in_features", expected, found: weight });
+        return Err(Error::ShapeMismatch {
+            what: "weight.len() vs out_features · in_features",
+            expected,
+            found: weight,
+        });
     }
     if let Some(b) = bias.filter(|&b| b != out_features) {
         return Err(Error::ShapeMismatch { what: "bias.len() vs out_features", expected: out_features, found: b });
@@ -464,7 +505,9 @@ mod tests {
         assert!(matches!(check_layer(11, None, 4, 3), Err(Error::ShapeMismatch { expected: 12, found: 11, .. })));
         assert!(matches!(check_layer(12, Some(4), 4, 3), Err(Error::ShapeMismatch { expected: 3, found: 4, .. })));
         assert!(matches!(check_layer(0, None, 0, 3), Err(Error::ShapeMismatch { .. })));
-        assert!(matches!(check_layer(0, None, usize::MAX, 2), Err(Error::DimensionTooLarge { value: usize::MAX, max, .. }) if max == usize::MAX / 2));
+        assert!(
+            matches!(check_layer(0, None, usize::MAX, 2), Err(Error::DimensionTooLarge { value: usize::MAX, max, .. }) if max == usize::MAX / 2)
+        );
         assert!(matches!(check_layer(0, None, 4, 0), Err(Error::ShapeMismatch { .. })));
     }
 

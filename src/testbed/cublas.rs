@@ -7,7 +7,9 @@
 use std::sync::Arc;
 
 use cudarc::cublas::{sys as blas, CudaBlas};
-use cudarc::driver::{CudaFunction, CudaStream, CudaView, DevicePtr, DevicePtrMut, DeviceSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaFunction, CudaStream, CudaView, DevicePtr, DevicePtrMut, DeviceSlice, LaunchConfig, PushKernelArg,
+};
 
 use super::Result;
 use crate::error::{Error, Operand};
@@ -60,13 +62,20 @@ impl CublasBaseline {
 
     /// [`CublasBaseline::gemm`] in another of cuBLAS's compute types (the baselines of
     /// [`crate::Precision::Tf32x3`]).
-    pub fn gemm_as(&self, compute: CublasCompute, x: &MatrixRef<'_>, w: &MatrixRef<'_>, out: &mut MatrixMut<'_>) -> Result<()> {
+    pub fn gemm_as(
+        &self,
+        compute: CublasCompute,
+        x: &MatrixRef<'_>,
+        w: &MatrixRef<'_>,
+        out: &mut MatrixMut<'_>,
+    ) -> Result<()> {
         let shape = self.gemm.validate(x, w, None, out)?;
         if shape.m == 0 || shape.n == 0 {
             return Ok(());
         }
         let int = |what: &'static str, v: usize| -> Result<i32> {
-            i32::try_from(v.max(1)).map_err(|_| Error::DimensionTooLarge { what, value: v, max: i32::MAX as usize }.into())
+            i32::try_from(v.max(1))
+                .map_err(|_| Error::DimensionTooLarge { what, value: v, max: i32::MAX as usize }.into())
         };
         let (ldx, ldw, ldo) = (int("ldx (cuBLAS)", x.ld)?, int("ldw (cuBLAS)", w.ld)?, int("ldo (cuBLAS)", out.ld)?);
         let stream = self.stream.clone();
@@ -113,7 +122,12 @@ impl CublasBaseline {
         let (m, n) = (out.rows, out.cols);
         if let Some(b) = bias {
             if b.len() != n {
-                return Err(Error::ShapeMismatch { what: "bias.len() (N) vs out.cols (N)", expected: n, found: b.len() }.into());
+                return Err(Error::ShapeMismatch {
+                    what: "bias.len() (N) vs out.cols (N)",
+                    expected: n,
+                    found: b.len(),
+                }
+                .into());
             }
         }
         let ctx = self.stream.context().cu_ctx();
@@ -127,7 +141,9 @@ impl CublasBaseline {
             return Ok(());
         }
         if m > i32::MAX as usize || n > i32::MAX as usize {
-            return Err(Error::DimensionTooLarge { what: "out rows/cols", value: m.max(n), max: i32::MAX as usize }.into());
+            return Err(
+                Error::DimensionTooLarge { what: "out rows/cols", value: m.max(n), max: i32::MAX as usize }.into()
+            );
         }
         let needed = (m - 1).saturating_mul(out.ld).saturating_add(n);
         if out.ld < n {

@@ -238,7 +238,10 @@ impl CublasLtLinear {
         // Row-major out (M × N) is column-major outᵀ (N × M) = W (N × K) · Xᵀ (K × M): cuBLASLt
         // sees W as a column-major K × N matrix (op T) and X as a column-major K × M matrix
         // (op N), exactly as `CublasBaseline::gemm`. The bias then runs along D's rows (N).
-        let desc = Desc(lt::create_matmul_desc(sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32, sys::cudaDataType::CUDA_R_32F)?);
+        let desc = Desc(lt::create_matmul_desc(
+            sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+            sys::cudaDataType::CUDA_R_32F,
+        )?);
         let (op_t, op_n) = (1i32, 0i32); // CUBLAS_OP_T, CUBLAS_OP_N
         set_desc(&desc, sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSA, &op_t)?;
         set_desc(&desc, sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSB, &op_n)?;
@@ -257,7 +260,11 @@ impl CublasLtLinear {
         let d = layout(shape.n, shape.m, out.ld)?;
 
         let pref = Pref(lt::create_matmul_pref()?);
-        set_pref(&pref, sys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &(WORKSPACE_BYTES as u64))?;
+        set_pref(
+            &pref,
+            sys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+            &(WORKSPACE_BYTES as u64),
+        )?;
         use sys::cublasLtMatmulPreferenceAttributes_t as P;
         set_pref(&pref, P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align[1])?;
         set_pref(&pref, P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align[0])?;
@@ -269,7 +276,16 @@ impl CublasLtLinear {
         let heuristic = unsafe { lt::get_matmul_algo_heuristic(self.handle, desc.0, a.0, b.0, d.0, d.0, pref.0) }?;
         Ok(CublasLtPlan {
             key,
-            call: Some(Call { desc, a, b, d, algo: heuristic.algo, algo_workspace: heuristic.workspaceSize, alpha, bias }),
+            call: Some(Call {
+                desc,
+                a,
+                b,
+                d,
+                algo: heuristic.algo,
+                algo_workspace: heuristic.workspaceSize,
+                alpha,
+                bias,
+            }),
         })
     }
 
@@ -277,7 +293,13 @@ impl CublasLtLinear {
     /// The operands must have the shape, leading dimensions and at least the pointer alignments
     /// `plan` was prepared with ([`Error::ShapeMismatch`] otherwise). No allocation, no host
     /// synchronisation.
-    pub fn run(&self, plan: &CublasLtPlan, x: &MatrixRef<'_>, w: &MatrixRef<'_>, out: &mut MatrixMut<'_>) -> Result<()> {
+    pub fn run(
+        &self,
+        plan: &CublasLtPlan,
+        x: &MatrixRef<'_>,
+        w: &MatrixRef<'_>,
+        out: &mut MatrixMut<'_>,
+    ) -> Result<()> {
         let shape = self.gemm.validate(x, w, None, out)?;
         let k = &plan.key;
         let checks = [
@@ -306,7 +328,9 @@ impl CublasLtLinear {
             ("out pointer alignment (bytes) vs prepared plan", k.align[2], o_ptr),
         ] {
             if alignment(ptr) < needed {
-                return Err(Error::ShapeMismatch { what, expected: needed as usize, found: alignment(ptr) as usize }.into());
+                return Err(
+                    Error::ShapeMismatch { what, expected: needed as usize, found: alignment(ptr) as usize }.into()
+                );
             }
         }
         let beta = 0.0f32;

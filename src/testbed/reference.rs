@@ -80,7 +80,14 @@ pub struct RefElement {
 }
 
 /// Reference for output element (`row`, `col`). NaN and ±Inf propagate as IEEE arithmetic does.
-pub fn element(x: HostMatrix<'_>, w: HostMatrix<'_>, bias: Option<&[f32]>, scale: f32, row: usize, col: usize) -> RefElement {
+pub fn element(
+    x: HostMatrix<'_>,
+    w: HostMatrix<'_>,
+    bias: Option<&[f32]>,
+    scale: f32,
+    row: usize,
+    col: usize,
+) -> RefElement {
     let (xr, wr) = (x.row(row), w.row(col));
     let mut v = 0.0f64;
     let mut mag = 0.0f64;
@@ -99,7 +106,12 @@ pub fn element(x: HostMatrix<'_>, w: HostMatrix<'_>, bias: Option<&[f32]>, scale
 
 /// The full M × N reference (dense, row-major). Cost M·N·K: keep it for small problems and use
 /// [`element`] on sampled rows and columns for large ones.
-pub fn linear_scale_residual(x: HostMatrix<'_>, w: HostMatrix<'_>, bias: Option<&[f32]>, scale: f32) -> Vec<RefElement> {
+pub fn linear_scale_residual(
+    x: HostMatrix<'_>,
+    w: HostMatrix<'_>,
+    bias: Option<&[f32]>,
+    scale: f32,
+) -> Vec<RefElement> {
     let mut out = Vec::with_capacity(x.rows * w.rows);
     for r in 0..x.rows {
         for c in 0..w.rows {
@@ -128,7 +140,10 @@ mod tests {
     fn splitmix64_is_the_published_generator() {
         // Vigna's splitmix64.c from x = 0: a seed printed by a failing test replays its data.
         let mut r = SplitMix64::new(0);
-        assert_eq!([r.next_u64(), r.next_u64(), r.next_u64()], [0xe220_a839_7b1d_cdaf, 0x6e78_9e6a_a1b9_65f4, 0x06c4_5d18_8009_454f]);
+        assert_eq!(
+            [r.next_u64(), r.next_u64(), r.next_u64()],
+            [0xe220_a839_7b1d_cdaf, 0x6e78_9e6a_a1b9_65f4, 0x06c4_5d18_8009_454f]
+        );
     }
 
     #[test]

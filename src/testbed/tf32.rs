@@ -123,7 +123,14 @@ impl Converted {
 /// Reference for output element (`row`, `col`) from converted operands: `value` = (v·s) + v with
 /// v = Σ (the products the tensor cores form) + b in f64 (each product of two TF32 values is
 /// exact in f64 and in fp32), `magnitude` = (1 + |s|)·(Σ |each product| + |b|).
-pub fn emulated_element(x: &Converted, w: &Converted, bias: Option<&[f32]>, scale: f32, row: usize, col: usize) -> RefElement {
+pub fn emulated_element(
+    x: &Converted,
+    w: &Converted,
+    bias: Option<&[f32]>,
+    scale: f32,
+    row: usize,
+    col: usize,
+) -> RefElement {
     let ((xb, xs), (wb, ws)) = (x.row(row), w.row(col));
     let mut v = 0.0f64;
     let mut mag = 0.0f64;

@@ -109,7 +109,15 @@ pub fn interleaved_samples(
 /// round and directly after each other variant equally often within rounds. A plain rotation
 /// (A B C D, B C D A, …) would run A after D in most rounds.
 pub fn round_order(n: usize, r: usize) -> Vec<usize> {
-    let first = (0..n).map(|j| if j == 0 { 0 } else if j % 2 == 1 { j.div_ceil(2) } else { n - j / 2 });
+    let first = (0..n).map(|j| {
+        if j == 0 {
+            0
+        } else if j % 2 == 1 {
+            j.div_ceil(2)
+        } else {
+            n - j / 2
+        }
+    });
     let mut row: Vec<usize> = first.map(|b| (b + r) % n.max(1)).collect();
     if n % 2 == 1 && (r / n) % 2 == 1 {
         row.reverse();

@@ -5,7 +5,9 @@
 use gemm_epilogue::testbed::reference::{self, HostMatrix, RefElement};
 use gemm_epilogue::{Dispatch, Error, Kernel, MatrixMut, Plan};
 
-use super::bounds::{coeff, norm, norm_tol, unit_roundoff, Norm, ABS_SLACK, FULL_REF_MACS, MIN_NORM_COUNT, NORM_TOL_CUBLAS, U_CUBLAS};
+use super::bounds::{
+    coeff, norm, norm_tol, unit_roundoff, Norm, ABS_SLACK, FULL_REF_MACS, MIN_NORM_COUNT, NORM_TOL_CUBLAS, U_CUBLAS,
+};
 use super::case::{out_len, Case};
 use super::contract::assert_plan_keeps_the_contract;
 use super::gpu::Gpu;
@@ -133,7 +135,11 @@ impl Stats {
                 Norm::Value => (self.norm_err(), "want"),
                 Norm::Magnitude => ((self.diff2 / self.mag2.max(f64::MIN_POSITIVE)).sqrt(), "magnitude"),
             };
-            assert!(e <= norm_tol, "{what}: ‖diff‖/‖{of}‖ = {e:.3e} > {norm_tol:e} over {} elements; {ctx}", self.count);
+            assert!(
+                e <= norm_tol,
+                "{what}: ‖diff‖/‖{of}‖ = {e:.3e} > {norm_tol:e} over {} elements; {ctx}",
+                self.count
+            );
         }
     }
 
@@ -202,7 +208,12 @@ pub fn verify(case: &Case, inputs: &Inputs, o: &Outcome, rng: &mut Rng) {
     })
     .into_iter()
     .fold(Stats::default(), Stats::merge);
-    stats.assert_within(&format!("fused vs f64 reference (bound c·u·magnitude, c·u = {c:.3e})"), norm_tol(&plan), norm(&plan, case.k), &ctx);
+    stats.assert_within(
+        &format!("fused vs f64 reference (bound c·u·magnitude, c·u = {c:.3e})"),
+        norm_tol(&plan),
+        norm(&plan, case.k),
+        &ctx,
+    );
 
     // Exact properties of the epilogue.
     if case.scale == -1.0 {
@@ -222,7 +233,14 @@ pub fn verify(case: &Case, inputs: &Inputs, o: &Outcome, rng: &mut Rng) {
                 for col in 0..n {
                     let bb = b.map_or(0.0, |b| (b[col] as f64).abs());
                     let mag_ub = amp * (xn[r] * wn[col] + bb);
-                    s.add(r, col, o.fused[r * n + col], cublas[r * n + col] as f64, mag_ub, cc * mag_ub + 2.0 * ABS_SLACK);
+                    s.add(
+                        r,
+                        col,
+                        o.fused[r * n + col],
+                        cublas[r * n + col] as f64,
+                        mag_ub,
+                        cc * mag_ub + 2.0 * ABS_SLACK,
+                    );
                 }
             }
             s
@@ -265,10 +283,16 @@ pub fn expect_refused(g: &Gpu, case: &Case, kernel: Kernel, rng: &mut Rng) {
     let r = {
         let mut o = MatrixMut::with_ld(out.slice_mut(case.off_o..case.off_o + len), case.m, case.n, case.ldo());
         let planned = w.plan(&gemm, &g.stream, &x, b.as_ref(), &o);
-        assert!(is_refused(&planned, kernel), "plan: forcing {kernel:?} on {case:?} should be refused, got {planned:?}");
+        assert!(
+            is_refused(&planned, kernel),
+            "plan: forcing {kernel:?} on {case:?} should be refused, got {planned:?}"
+        );
         if case.workspace {
             let wl = w.workspace_len(&gemm, &g.stream, &x);
-            assert!(is_refused(&wl, kernel), "workspace_len: forcing {kernel:?} on {case:?} should be refused, got {wl:?}");
+            assert!(
+                is_refused(&wl, kernel),
+                "workspace_len: forcing {kernel:?} on {case:?} should be refused, got {wl:?}"
+            );
             let auto = gemm.with_dispatch(Dispatch::Auto);
             let ws_len = w.workspace_len(&auto, &g.stream, &x).expect("Auto's workspace_len");
             let mut ws = g.stream.clone_htod(&poisoned(ws_len.max(1))).expect("upload workspace");

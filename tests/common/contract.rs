@@ -53,7 +53,8 @@ pub fn specified_to_accept(g: &Gpu, case: &Case, kernel: Kernel) -> bool {
         !kernel.needs_rounded_w() || form != WForm::Raw || room_to_repack
     };
     // The mma.sync Tf32x3 kernels split a raw W themselves; a split weight is not one.
-    let split_ok = !(kernel.precision() == Precision::Tf32x3 && !kernel.needs_split_w() && form == WForm::Split && case.k > 0);
+    let split_ok =
+        !(kernel.precision() == Precision::Tf32x3 && !kernel.needs_split_w() && form == WForm::Split && case.k > 0);
     let m_ok = kernel.max_m().is_none_or(|rows| case.m <= rows as usize);
     runs_here && !(tma && case.k == 0) && rows_ok && w_ok && split_ok && m_ok
 }
@@ -195,7 +196,11 @@ pub fn assert_plan_keeps_the_contract(g: &Gpu, case: &Case, p: &Plan) {
         assert_eq!((p.stream_k_tiles, p.stream_k_ctas), (0, 0), "a skinny kernel splits K in its clusters: {ctx}");
         assert_eq!((p.block, p.smem_bytes), (k.threads(), k.smem_bytes()), "launch shape of {ctx}");
     } else {
-        assert_eq!((p.cluster, p.block, p.smem_bytes), (k.cluster_m(), k.threads(), k.smem_bytes()), "launch shape of {ctx}");
+        assert_eq!(
+            (p.cluster, p.block, p.smem_bytes),
+            (k.cluster_m(), k.threads(), k.smem_bytes()),
+            "launch shape of {ctx}"
+        );
     }
     if k.family() == Family::Gemv {
         assert_eq!(p.grid as usize, case.n.div_ceil(k.tile().1 as usize), "one CTA per tile of W rows: {ctx}");
@@ -243,12 +248,17 @@ pub fn assert_plan_keeps_the_contract(g: &Gpu, case: &Case, p: &Plan) {
     } else {
         Precision::Tf32Truncated
     };
-    let rank = |p: Precision| [Precision::Tf32Truncated, Precision::Tf32, Precision::Tf32x3].iter().position(|q| *q == p).unwrap();
+    let rank = |p: Precision| {
+        [Precision::Tf32Truncated, Precision::Tf32, Precision::Tf32x3].iter().position(|q| *q == p).unwrap()
+    };
     // A kernel that feeds both operands from shared memory rounds them on load (TF32 tensor
     // maps) exactly when the handle asks for at least Tf32: then both are rounded, whatever
     // they were (rounding is idempotent, a split W's big parts are W rounded).
     let round_on_load = k.can_round_on_load() && asked != Precision::Tf32Truncated;
-    assert_eq!(p.round_on_load, round_on_load, "round on load iff the kernel can and the handle asks for rounding: {ctx}");
+    assert_eq!(
+        p.round_on_load, round_on_load,
+        "round on load iff the kernel can and the handle asks for rounding: {ctx}"
+    );
     let precision = if round_on_load {
         Precision::Tf32
     } else if rank(x) <= rank(w) {
@@ -290,8 +300,15 @@ pub fn assert_plan_keeps_the_contract(g: &Gpu, case: &Case, p: &Plan) {
                     );
                 }
                 Precision::Tf32Truncated | Precision::Tf32 if tma_readable => {
-                    assert_eq!(k.family(), Family::TmaWgmma, "Auto on sm_90, {asked:?} asked, operands TMA can read: {ctx}");
-                    assert!(k.can_round_on_load(), "Auto on sm_90, {asked:?}: the kernels fed from shared memory: {ctx}");
+                    assert_eq!(
+                        k.family(),
+                        Family::TmaWgmma,
+                        "Auto on sm_90, {asked:?} asked, operands TMA can read: {ctx}"
+                    );
+                    assert!(
+                        k.can_round_on_load(),
+                        "Auto on sm_90, {asked:?}: the kernels fed from shared memory: {ctx}"
+                    );
                 }
                 _ => {}
             }
@@ -302,5 +319,10 @@ pub fn assert_plan_keeps_the_contract(g: &Gpu, case: &Case, p: &Plan) {
 /// Whether Auto must refuse `case` (documented): a split weight (a Tf32x3 handle's on sm_90) is
 /// read by the TMA kernels alone, which need X with 16-byte rows or a workspace to repack X into.
 pub fn auto_refuses(g: &Gpu, case: &Case) -> bool {
-    w_form(g, case) == WForm::Split && !case.workspace && !case.x_rows_aligned() && case.k > 0 && case.m > 0 && case.n > 0
+    w_form(g, case) == WForm::Split
+        && !case.workspace
+        && !case.x_rows_aligned()
+        && case.k > 0
+        && case.m > 0
+        && case.n > 0
 }

@@ -50,9 +50,13 @@ pub fn conversions(case: &Case, plan: &Plan, handle: Precision, hopper: bool) ->
             let x = conv(rounds || plan.repack_x);
             // A weight prepared rounded, or split (whose big parts, all such a kernel reads, are W
             // rounded: a Tf32x3 handle's weight on sm_90), reaches the kernel rounded.
-            let prepared_rounded = case.prepared_w && (handle == Precision::Tf32 || (handle == Precision::Tf32x3 && hopper));
+            let prepared_rounded =
+                case.prepared_w && (handle == Precision::Tf32 || (handle == Precision::Tf32x3 && hopper));
             let w = conv((rounds && !k.needs_rounded_w()) || plan.repack_w || prepared_rounded);
-            assert!(x == Conversion::Truncate || w == Conversion::Truncate, "{plan:?} says truncated but both operands were rounded");
+            assert!(
+                x == Conversion::Truncate || w == Conversion::Truncate,
+                "{plan:?} says truncated but both operands were rounded"
+            );
             (x, w)
         }
         p => panic!("no emulation for {p:?}"),
@@ -62,7 +66,15 @@ pub fn conversions(case: &Case, plan: &Plan, handle: Precision, hopper: bool) ->
 /// Checks a fused output (dense M × N) against the emulating reference: every element (or, past
 /// [`FULL_REF_MACS`], sampled rows × columns) within the per-element bound, and the normwise
 /// error relative to the magnitude within [`EMUL_NORM_TOL`]. Returns ‖out − emul‖/‖magnitude‖.
-pub fn verify_emulated(case: &Case, inputs: &Inputs, fused: &[f32], plan: &Plan, handle: Precision, hopper: bool, rng: &mut Rng) -> f64 {
+pub fn verify_emulated(
+    case: &Case,
+    inputs: &Inputs,
+    fused: &[f32],
+    plan: &Plan,
+    handle: Precision,
+    hopper: bool,
+    rng: &mut Rng,
+) -> f64 {
     let (m, n, k) = (case.m, case.n, case.k);
     let (cx, cw) = conversions(case, plan, handle, hopper);
     let x = Converted::new(inputs.x_host(case), cx);
@@ -71,8 +83,11 @@ pub fn verify_emulated(case: &Case, inputs: &Inputs, fused: &[f32], plan: &Plan,
     let terms = k * x.terms_per_k(&w) + case.bias as usize;
     let c = emulated_coeff(terms);
     let full = (m as u64) * (n as u64) * (k.max(1) as u64) <= FULL_REF_MACS as u64;
-    let (rows, cols): (Vec<usize>, Vec<usize>) =
-        if full { ((0..m).collect(), (0..n).collect()) } else { (sample_indices(m, rng, 24), sample_indices(n, rng, 24)) };
+    let (rows, cols): (Vec<usize>, Vec<usize>) = if full {
+        ((0..m).collect(), (0..n).collect())
+    } else {
+        (sample_indices(m, rng, 24), sample_indices(n, rng, 24))
+    };
     // (checked, violations, Σ diff², Σ magnitude², worst (|diff|/bound, row, col, got, want))
     type Acc = (usize, usize, f64, f64, Option<(f64, usize, usize, f32, f64)>);
     let parts: Vec<Acc> = par_map(rows.len(), |range| {
@@ -114,6 +129,9 @@ pub fn verify_emulated(case: &Case, inputs: &Inputs, fused: &[f32], plan: &Plan,
         "emulated TF32: {bad} of {count} elements outside the accumulation bound (c = {c:.3e}); worst (|diff|/bound, row, col, got, want) = {worst:?}; {ctx}"
     );
     let rel = if g2 > 0.0 { (d2 / g2).sqrt() } else { 0.0 };
-    assert!(rel <= EMUL_NORM_TOL, "emulated TF32: ‖diff‖/‖magnitude‖ = {rel:.3e} > {EMUL_NORM_TOL:e} over {count} elements; {ctx}");
+    assert!(
+        rel <= EMUL_NORM_TOL,
+        "emulated TF32: ‖diff‖/‖magnitude‖ = {rel:.3e} > {EMUL_NORM_TOL:e} over {count} elements; {ctx}"
+    );
     rel
 }

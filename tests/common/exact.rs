@@ -93,7 +93,17 @@ pub fn assert_bitwise(got: &[f32], want: &[f32], n: usize, what: &str) {
     let first: Vec<String> = bad
         .iter()
         .take(8)
-        .map(|&i| format!("({}, {}): got {:e} ({:#010x}), want {:e} ({:#010x})", i / n.max(1), i % n.max(1), got[i], got[i].to_bits(), want[i], want[i].to_bits()))
+        .map(|&i| {
+            format!(
+                "({}, {}): got {:e} ({:#010x}), want {:e} ({:#010x})",
+                i / n.max(1),
+                i % n.max(1),
+                got[i],
+                got[i].to_bits(),
+                want[i],
+                want[i].to_bits()
+            )
+        })
         .collect();
     panic!(
         "{what}: {} of {} elements differ from the expected bits{}; first (row, col): {}; GEMM_EPILOGUE_SEED={:#x}",
@@ -104,4 +114,3 @@ pub fn assert_bitwise(got: &[f32], want: &[f32], n: usize, what: &str) {
         super::seed()
     );
 }
-

@@ -60,13 +60,18 @@ mod weight;
 
 // The harness, flat: `common::check`, `common::Case`, … Not every test binary uses every item.
 #[allow(unused_imports)]
-pub use bounds::{coeff, norm, norm_tol, unit_roundoff, Norm, ABS_SLACK, FULL_REF_MACS, MIN_NORM_COUNT, NORM_TOL, NORM_TOL_CUBLAS, U_CUBLAS};
+pub use bounds::{
+    coeff, norm, norm_tol, unit_roundoff, Norm, ABS_SLACK, FULL_REF_MACS, MIN_NORM_COUNT, NORM_TOL, NORM_TOL_CUBLAS,
+    U_CUBLAS,
+};
 #[allow(unused_imports)]
 pub use case::{out_len, Case, XDist};
 #[allow(unused_imports)]
 pub use check::{check, check_inputs, epilogue_f32, execute, execute_on, expect_refused, verify, Outcome};
 #[allow(unused_imports)]
-pub use contract::{accepts, auto_refuses, assert_plan_keeps_the_contract, refusal, specified_to_accept, REPACK_MIN_MACS};
+pub use contract::{
+    accepts, assert_plan_keeps_the_contract, auto_refuses, refusal, specified_to_accept, REPACK_MIN_MACS,
+};
 #[allow(unused_imports)]
 pub use emulate::{conversions, verify_emulated, EMUL_NORM_TOL};
 #[allow(unused_imports)]
@@ -76,7 +81,9 @@ pub use gpu::{gpu, hopper_gpu, require_gpu, Gpu};
 #[allow(unused_imports)]
 pub use inputs::{fill, par_map, sample_indices, w_view_of, DeviceInputs, Inputs};
 #[allow(unused_imports)]
-pub use poison::{assert_all_poisoned, extent, input_pad, poison, poisoned, take_view_checked, INPUT_PAD_BITS, POISON_BITS, TAIL};
+pub use poison::{
+    assert_all_poisoned, extent, input_pad, poison, poisoned, take_view_checked, INPUT_PAD_BITS, POISON_BITS, TAIL,
+};
 #[allow(unused_imports)]
 pub use rng::{rng, seed, Rng};
 #[allow(unused_imports)]

@@ -15,7 +15,9 @@ use super::{Gpu, Rng};
 // `gpu_round_on_load::the_tma_rounds_on_load_through_identities`); trunc, what the tensor cores
 // make of fp32 bits.
 #[allow(unused_imports)]
-pub use gemm_epilogue::testbed::tf32::{tf32_round as tf32_rna, tf32_round_even as tf32_rne, tf32_truncate as tf32_trunc};
+pub use gemm_epilogue::testbed::tf32::{
+    tf32_round as tf32_rna, tf32_round_even as tf32_rne, tf32_truncate as tf32_trunc,
+};
 
 /// The `k × k` identity, dense: through it an operand comes out exactly as the kernel read it
 /// (one product 1·v per output element).
@@ -62,30 +64,30 @@ pub const fn p(m: usize, n: usize, k: usize, sched: Sched) -> Problem {
 /// tails of the 32-wide k-block). With 128-row and 256-row cluster tiles, M % 256 in 1..128
 /// leaves the second CTA of a cluster's last row without a row in range.
 pub const SHAPES: [Problem; 24] = [
-    p(1, 1, 4, Sched::Any),             // one element, K below a k-block
-    p(1, 4032, 4096, Sched::SplitK),    // M = 1, every tile split along K (63 tiles of 64×64: fewer than 64)
-    p(7, 33, 36, Sched::Any),           // tails everywhere
+    p(1, 1, 4, Sched::Any),          // one element, K below a k-block
+    p(1, 4032, 4096, Sched::SplitK), // M = 1, every tile split along K (63 tiles of 64×64: fewer than 64)
+    p(7, 33, 36, Sched::Any),        // tails everywhere
     p(8, 16, 16, Sched::Any),
-    p(64, 64, 32, Sched::Any),          // one whole 64×64 tile, one k-block
-    p(65, 129, 100, Sched::Any),        // M, N and K tails
-    p(100, 16384, 96, Sched::Any),      // many narrow tiles; M % 256 = 100
+    p(64, 64, 32, Sched::Any),     // one whole 64×64 tile, one k-block
+    p(65, 129, 100, Sched::Any),   // M, N and K tails
+    p(100, 16384, 96, Sched::Any), // many narrow tiles; M % 256 = 100
     p(127, 255, 1000, Sched::Any),
-    p(128, 128, 4096, Sched::SplitK),   // one or two tiles, 128 k-blocks
-    p(129, 1000, 2048, Sched::SplitK),  // split-K with M and N tails; one row in a cluster's second CTA
+    p(128, 128, 4096, Sched::SplitK),  // one or two tiles, 128 k-blocks
+    p(129, 1000, 2048, Sched::SplitK), // split-K with M and N tails; one row in a cluster's second CTA
     p(200, 300, 68, Sched::Any),
     p(255, 257, 260, Sched::Any),
     p(256, 256, 32, Sched::Any),
-    p(257, 520, 512, Sched::Any),       // M % 256 = 1
-    p(300, 520, 512, Sched::Any),       // M % 256 = 44; 16 k-blocks: 2 parts a 128-row tile, the 64×64 tiles unsplit
-    p(300, 520, 2048, Sched::SplitK),   // 64 k-blocks: every tile split, 64×64 ones too
+    p(257, 520, 512, Sched::Any),     // M % 256 = 1
+    p(300, 520, 512, Sched::Any),     // M % 256 = 44; 16 k-blocks: 2 parts a 128-row tile, the 64×64 tiles unsplit
+    p(300, 520, 2048, Sched::SplitK), // 64 k-blocks: every tile split, 64×64 ones too
     p(300, 136, 68, Sched::Any),
-    p(383, 130, 36, Sched::Any),        // M % 256 = 127
-    p(513, 200, 100, Sched::Any),       // M % 256 = 1
+    p(383, 130, 36, Sched::Any),  // M % 256 = 127
+    p(513, 200, 100, Sched::Any), // M % 256 = 1
     p(1000, 1023, 1024, Sched::Any),
     p(1025, 1000, 132, Sched::Any),
-    p(2000, 4096, 260, Sched::Any),     // several tiles per persistent CTA
-    p(4097, 1025, 68, Sched::Any),      // M % 256 = 1, 17 × 9 cluster tiles
-    p(4096, 4096, 128, Sched::Any),     // whole waves
+    p(2000, 4096, 260, Sched::Any), // several tiles per persistent CTA
+    p(4097, 1025, 68, Sched::Any),  // M % 256 = 1, 17 × 9 cluster tiles
+    p(4096, 4096, 128, Sched::Any), // whole waves
 ];
 
 /// The host inputs of a problem, dense, and how the call runs them.
@@ -103,7 +105,11 @@ impl Host {
     /// list picks its bias, scale and output stride.
     pub fn generate(p: &Problem, i: usize, rng: &mut Rng) -> Self {
         let a = 1.0 / (p.k.max(1) as f32).sqrt();
-        let mut x = if i % 2 == 0 { super::fill(p.m * p.k, rng, |r| r.unit()) } else { super::fill(p.m * p.k, rng, |r| r.sym(1.0)) };
+        let mut x = if i % 2 == 0 {
+            super::fill(p.m * p.k, rng, |r| r.unit())
+        } else {
+            super::fill(p.m * p.k, rng, |r| r.sym(1.0))
+        };
         let mut w = super::fill(p.n * p.k, rng, |r| a * r.sym(1.0));
         salt(&mut x, rng);
         salt(&mut w, rng);

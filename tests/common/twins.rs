@@ -11,7 +11,11 @@ pub fn trunc_twin(kernel: Kernel) -> Option<Kernel> {
     let name = format!("{}_trunc", kernel.name());
     let twin = Kernel::ALL.into_iter().find(|t| t.name() == name)?;
     assert_launch_alike(kernel, twin);
-    assert_eq!((kernel.precision(), twin.precision()), (Precision::Tf32, Precision::Tf32Truncated), "{kernel:?} / {twin:?}");
+    assert_eq!(
+        (kernel.precision(), twin.precision()),
+        (Precision::Tf32, Precision::Tf32Truncated),
+        "{kernel:?} / {twin:?}"
+    );
     assert!(!twin.needs_rounded_w(), "{twin:?} truncates both operands: it cannot need W rounded");
     Some(twin)
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use gemm_epilogue::cudarc::driver::{CudaStream, CudaView, CudaViewMut};
-use gemm_epilogue::{FusedGemm, MatrixMut, MatrixRef, Plan, PreparedWeight, Result, Precision};
+use gemm_epilogue::{FusedGemm, MatrixMut, MatrixRef, Plan, Precision, PreparedWeight, Result};
 
 use super::case::Case;
 
@@ -54,7 +54,14 @@ impl<'a> CaseWeight<'a> {
     }
 
     /// [`FusedGemm::plan`] with this W.
-    pub fn plan(&self, gemm: &FusedGemm, stream: &CudaStream, x: &MatrixRef<'_>, bias: Option<&CudaView<'_, f32>>, out: &MatrixMut<'_>) -> Result<Option<Plan>> {
+    pub fn plan(
+        &self,
+        gemm: &FusedGemm,
+        stream: &CudaStream,
+        x: &MatrixRef<'_>,
+        bias: Option<&CudaView<'_, f32>>,
+        out: &MatrixMut<'_>,
+    ) -> Result<Option<Plan>> {
         with_w!(self, w => gemm.plan(stream, x, w, bias, out))
     }
 
@@ -64,7 +71,15 @@ impl<'a> CaseWeight<'a> {
     }
 
     /// [`FusedGemm::run`] with this W.
-    pub fn run(&self, gemm: &FusedGemm, stream: &CudaStream, x: &MatrixRef<'_>, bias: Option<&CudaView<'_, f32>>, scale: f32, out: &mut MatrixMut<'_>) -> Result<Option<Plan>> {
+    pub fn run(
+        &self,
+        gemm: &FusedGemm,
+        stream: &CudaStream,
+        x: &MatrixRef<'_>,
+        bias: Option<&CudaView<'_, f32>>,
+        scale: f32,
+        out: &mut MatrixMut<'_>,
+    ) -> Result<Option<Plan>> {
         with_w!(self, w => gemm.run(stream, x, w, bias, scale, out))
     }
 
