@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Draws the charts of docs/BENCHMARKS.md from the benches' markdown output. No dependencies: plain SVG.
 
-    python3 docs/plot_benchmarks.py docs/data/interleaved-*.md > docs/benchmarks.svg
-    python3 docs/plot_benchmarks.py --sweep docs/data/sweep-*.md > docs/sweep.svg
-    python3 docs/plot_benchmarks.py --sweep --median docs/data/sweep-4e0cc95*.md > docs/sweep.svg
+    python3 docs/plot_benchmarks.py docs/notebook/data/interleaved-*.md > docs/benchmarks.svg
+    python3 docs/plot_benchmarks.py --sweep docs/notebook/data/sweep-*.md > docs/sweep.svg
+    python3 docs/plot_benchmarks.py --sweep --median docs/notebook/data/sweep-4e0cc95*.md > docs/sweep.svg
 
 Bars (fused_vs_cublas, target/interleaved.md): for each shape (a later file wins over an earlier
 one), one group of bars: each variant's median time relative to cuBLAS's TF32 GEMM alone (lower is
@@ -15,7 +15,7 @@ Heatmap (--sweep, the sweep bench's report, target/sweep.md): ours / cuBLAS alon
 (default raw,prepared); cublaslt (cuBLASLt + bias / cuBLAS alone) and raw-vs-cublaslt (ours / cuBLASLt
 + bias) draw the sweep's cuBLASLt columns (reports from 36735e9 on). A later file wins per point;
 with --median (several runs of one build), each cell is the median of the runs' values instead,
-since a single run's point can move by 5-15 % (docs/BENCHMARKS.md, "Shared tails at short K").
+since a single run's point can move by 5-15 % (docs/notebook/BENCHMARKS-notebook.md, "Shared tails at short K").
 """
 import math
 import re

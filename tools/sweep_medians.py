@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Per-point medians over several sweep runs of the same build, against issue 17's targets.
 
-    python3 tools/sweep_medians.py docs/data/sweep-4e0cc95*.md
+    python3 tools/sweep_medians.py docs/notebook/data/sweep-4e0cc95*.md
 
 One sweep run's worst point is the largest of 108 ratios, each from one process's interleaved
 samples, and a single point can move by 5-15 % between runs of the same build
-(docs/BENCHMARKS.md, "Shared tails at short K"). Given several runs, this prints each run's
+(docs/notebook/BENCHMARKS-notebook.md, "Shared tails at short K"). Given several runs, this prints each run's
 summary next to the per-point medians over all of them: the geometric mean, the worst median
 and its point, the points whose median is behind cuBLAS + elementwise, the named points, and
 the points above 1.03 in any run with all their ratios. It reads the sweep report's "Points"
