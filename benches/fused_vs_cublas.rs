@@ -9,9 +9,9 @@
 //! - `cublas_gemm_alone`: cuBLAS TF32 GEMM, no bias, no epilogue: the ceiling to beat.
 //!
 //! On the reference shape, 4096³, 8192³ and the M ≤ 256 shapes one more row times the sm_90
-//! 128×128 ping-pong kernel forced (`sm90_pingpong`, [`Kernel::Sm90Pingpong128x128Trunc`]): on the
+//! 128×128 ping-pong kernel forced (`sm90_pingpong`, [`Kernel::Sm90Pingpong128x128SmemA`]): on the
 //! H200 `Dispatch::Auto` picks the cooperative cluster kernel for the large shapes, a 64-row
-//! ping-pong ([`Kernel::Sm90Pingpong64x128Trunc`], [`Kernel::Sm90Pingpong64x64Trunc`]) when its tiles fit
+//! ping-pong ([`Kernel::Sm90Pingpong64x128SmemA`], [`Kernel::Sm90Pingpong64x64SmemA`]) when its tiles fit
 //! in one wave, and the 128×128 ping-pong in between. On the reference shape two more rows time
 //! the mma.sync path forced (it is the fallback on sm_90 and the default before it):
 //! `mma_sync_128x256_trunc` ([`Kernel::Sm80Mma128x256Vec4Trunc`], operands truncated to TF32 by
@@ -152,7 +152,7 @@ impl Variant {
             Variant::CublasBf16x9 => "cuBLAS COMPUTE_32F_EMULATED_16BFX9 alone (FP32 on sm_90)",
             Variant::Forced(Kernel::Sm80Mma128x256Vec4Trunc) => "ours, mma.sync 128×256, truncated operands",
             Variant::Forced(Kernel::Sm80Mma128x256Vec4) => "ours, mma.sync 128×256, rounded operands",
-            Variant::Forced(Kernel::Sm90Pingpong128x128Trunc) => "ours, sm90 ping-pong 128×128 (forced)",
+            Variant::Forced(Kernel::Sm90Pingpong128x128SmemA) => "ours, sm90 ping-pong 128×128 (forced)",
             Variant::Forced(_) => "ours, forced kernel",
         }
     }
@@ -171,7 +171,7 @@ impl Variant {
             Variant::CublasBf16x9 => "cublas_bf16x9_alone",
             Variant::Forced(Kernel::Sm80Mma128x256Vec4Trunc) => "mma_sync_128x256_trunc",
             Variant::Forced(Kernel::Sm80Mma128x256Vec4) => "mma_sync_128x256_round",
-            Variant::Forced(Kernel::Sm90Pingpong128x128Trunc) => "sm90_pingpong",
+            Variant::Forced(Kernel::Sm90Pingpong128x128SmemA) => "sm90_pingpong",
             Variant::Forced(_) => "forced",
         }
     }
@@ -181,7 +181,7 @@ impl Variant {
 fn variants(group: &str) -> Vec<Variant> {
     let mut v = VARIANTS.to_vec();
     if PINGPONG_TOO.contains(&group) {
-        v.push(Variant::Forced(Kernel::Sm90Pingpong128x128Trunc));
+        v.push(Variant::Forced(Kernel::Sm90Pingpong128x128SmemA));
     }
     if group == REFERENCE {
         v.extend(MMA_SYNC);

@@ -3,7 +3,7 @@
 //! Auto's table by measurement (docs/TILING.md, docs/BENCHMARKS.md).
 //!
 //! Run: `cargo run --release --example kernel_race -- M N K KERNEL...` with kernel names as
-//! `Kernel`'s Debug form (e.g. `Sm90Pingpong128x128 Sm90Pingpong128x128Trunc`); several shapes:
+//! `Kernel`'s Debug form (e.g. `Sm90Pingpong128x128RmemA Sm90Pingpong128x128SmemA`); several shapes:
 //! `M,N,K` triples separated by `/`. Prints one markdown row per kernel and shape, with the
 //! kernel's ‖e‖/‖ref‖ against the f64 reference on sampled elements (one more call, output poisoned).
 //! `GEMM_EPILOGUE_SM_LIMITS=a,b,…` races each kernel under each SM limit as well

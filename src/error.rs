@@ -123,12 +123,12 @@ pub enum Error {
         /// Why it cannot run.
         reason: &'static str,
     },
-    /// A [`crate::PreparedWeight`] was given to a handle of another rounding than the one that
+    /// A [`crate::PreparedWeight`] was given to a handle of another precision than the one that
     /// prepared it.
     PreparedForOtherPrecision {
-        /// The rounding it was prepared for.
+        /// The precision it was prepared for.
         prepared: Precision,
-        /// The handle's rounding.
+        /// The handle's precision.
         asked: Precision,
     },
     /// A CUDA driver call failed.
@@ -196,7 +196,7 @@ impl fmt::Display for Error {
             }
             Error::PreparedForOtherPrecision { prepared, asked } => write!(
                 f,
-                "w: the weight was prepared for {prepared:?} rounding but this handle rounds {asked:?}; prepare it with a handle of the same rounding"
+                "w: the weight was prepared for precision {prepared:?} but this handle computes in {asked:?}; prepare it with a handle of the same precision (FusedGemm::with_precision)"
             ),
             Error::Driver(e) => write!(f, "CUDA driver error: {e:?}"),
             Error::InvalidDevices { reason } => write!(f, "devices: {reason}"),
@@ -264,8 +264,8 @@ mod tests {
             ),
             (Error::InvalidDevices { reason: "device 1 appears twice" }, &["devices", "device 1 appears twice"]),
             (
-                Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128Trunc, reason: "needs sm_90" },
-                &["ge_sm90_pingpong_128x128x32_s6_trunc", "needs sm_90"],
+                Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128SmemA, reason: "needs sm_90" },
+                &["ge_sm90_pingpong_128x128x32_s6_smem_a", "needs sm_90"],
             ),
         ];
         for (error, words) in cases {

@@ -48,8 +48,12 @@
 //! with [`FusedGemm::workspace_len`], or once for a shape with [`FusedGemm::max_workspace_len`]
 //! (from M, N, K alone, an upper bound). A shorter workspace is not an error: the call runs
 //! without what does not fit (no repack, no stream-K), which can change the kernel, its speed
-//! and (without a repack that would have rounded) the rounding: the returned [`Plan`] says what
-//! ran, and [`FusedGemm::plan_with_workspace`] says it beforehand. [`Linear`] holds its own.
+//! and (without a repack that would have rounded) the precision: the returned [`Plan`] says what
+//! ran, and [`FusedGemm::plan_with_workspace`] says it beforehand. The one exception is a weight
+//! prepared by a [`Precision::Tf32x3`] handle on sm_90 (stored split, read only by the sm_90
+//! `Tf32x3` kernels) with an X whose rows TMA cannot read (K % 4 ≠ 0, a misaligned view or
+//! leading dimension): X must be repacked, and without room for it the call fails with
+//! [`Error::KernelUnavailable`]. [`Linear`] holds its own.
 //!
 //! # CUDA graphs
 //!

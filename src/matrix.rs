@@ -91,4 +91,10 @@ impl<'a> MatrixMut<'a> {
     pub fn ld(&self) -> usize {
         self.ld
     }
+
+    /// A read-only view of the same elements, for the calls that only look at the output
+    /// ([`crate::FusedGemm::plan`]).
+    pub fn view(&self) -> MatrixRef<'_> {
+        MatrixRef { data: self.data.as_view(), rows: self.rows, cols: self.cols, ld: self.ld }
+    }
 }

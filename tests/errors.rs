@@ -85,7 +85,7 @@ fn expect_err(g: &Gpu, call: Call) -> Error {
             call.out.cols,
             call.out.ld,
         );
-        let planned = gemm.plan(&g.stream, &x, &w, b.as_ref(), &o);
+        let planned = gemm.plan(&g.stream, &x, &w, b.as_ref(), &o.view());
         let err = match gemm.run(&g.stream, &x, &w, b.as_ref(), 0.5, &mut o) {
             Err(e) => e,
             Ok(p) => panic!("{call:?} should fail, ran {p:?}"),
@@ -366,7 +366,7 @@ fn expect_prepared_err(
     let b = bb.as_view();
     let (planned, ran, ran_ws, sized) = {
         let mut o = MatrixMut::new(ob.slice_mut(0..olen), out.0, out.1);
-        let planned = gemm.plan(&g.stream, &xv, w, Some(&b), &o);
+        let planned = gemm.plan(&g.stream, &xv, w, Some(&b), &o.view());
         let ran = gemm.run(&g.stream, &xv, w, Some(&b), 0.5, &mut o);
         let ran_ws = gemm.run_with_workspace(&g.stream, &xv, w, Some(&b), 0.5, &mut o, &mut wsb.as_view_mut());
         (planned, ran, ran_ws, gemm.workspace_len(&g.stream, &xv, w))
@@ -412,7 +412,7 @@ fn w_buffer(g: &Gpu, n: usize, k: usize) -> CudaSlice<f32> {
 /// Dispatches every prepared-weight refusal must hold for: Auto, a kernel that reads W rounded
 /// (refused anyway off sm_90: validation comes first) and an mma.sync kernel.
 fn prepared_dispatches() -> [Dispatch; 3] {
-    [Dispatch::Auto, Dispatch::Force(Kernel::Sm90Pingpong128x128), Dispatch::Force(Kernel::Sm80Mma64x64Vec4)]
+    [Dispatch::Auto, Dispatch::Force(Kernel::Sm90Pingpong128x128RmemA), Dispatch::Force(Kernel::Sm80Mma64x64Vec4)]
 }
 
 /// A prepared N × K weight is validated like a W view: X of another K, or an output of another
@@ -469,7 +469,8 @@ fn prepared_weight_of_another_rounding() {
         let xb = g.stream.clone_htod(&vec![0.5f32; m * k]).unwrap();
         let mut ob = g.stream.alloc_zeros::<f32>(m * n).unwrap();
         let o = MatrixMut::from_slice(&mut ob, m, n);
-        let plan = preparer.plan(&g.stream, &MatrixRef::from_slice(&xb, m, k), &prepared, None, &o).expect("plan");
+        let plan =
+            preparer.plan(&g.stream, &MatrixRef::from_slice(&xb, m, k), &prepared, None, &o.view()).expect("plan");
         assert!(plan.is_some(), "{plan:?}");
     }
 }
@@ -523,7 +524,7 @@ fn forced_rounding_kernels_need_a_prepared_or_repacked_w() {
         let x = MatrixRef::from_slice(&xb, m, k);
         let mut ob = g.stream.alloc_zeros::<f32>(m * n).unwrap();
         let o = MatrixMut::from_slice(&mut ob, m, n);
-        let p = gemm.plan(&g.stream, &x, &prepared, None, &o).expect("plan").expect("non-empty");
+        let p = gemm.plan(&g.stream, &x, &prepared, None, &o.view()).expect("plan").expect("non-empty");
         assert_eq!(
             (p.kernel, p.repack_x, p.repack_w, p.precision, p.workspace_len()),
             (kernel, false, false, Precision::Tf32, 0),

@@ -61,9 +61,9 @@ fn stream_k_finishes_beside_a_kernel_holding_most_sms() {
     // The cluster kernel (a 34-tile shared tail on the reference shape), the ping-pong (136), and
     // split-K (32 tiles of 64×128, every one shared along K).
     for (kernel, (m, n, k)) in [
-        (Kernel::Sm90Cooperative128x256Cluster2Trunc, (16384, 4096, 4096)),
-        (Kernel::Sm90Pingpong128x128Trunc, (16384, 4096, 4096)),
-        (Kernel::Sm90Pingpong64x128Trunc, (64, 4096, 4096)),
+        (Kernel::Sm90Cooperative128x256Cluster2SmemA, (16384, 4096, 4096)),
+        (Kernel::Sm90Pingpong128x128SmemA, (16384, 4096, 4096)),
+        (Kernel::Sm90Pingpong64x128SmemA, (64, 4096, 4096)),
     ] {
         let gemm = truncating.with_dispatch(Dispatch::Force(kernel));
         let up = |v: Vec<f32>| g.stream.clone_htod(&v).expect("upload");

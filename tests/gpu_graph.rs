@@ -58,21 +58,24 @@ fn run_can_be_captured_into_a_cuda_graph_and_replayed() {
     ];
     if g.is_hopper() {
         // cuLaunchKernelEx with a cluster attribute, captured like any launch.
-        cases.push(Case::new(300, 200, 128).scale(0.5).force(Kernel::Sm90Pingpong128x128Cluster2Trunc));
-        cases.push(Case::new(300, 300, 96).scale(3.0).force(Kernel::Sm90Cooperative128x256Cluster2Trunc));
+        cases.push(Case::new(300, 200, 128).scale(0.5).force(Kernel::Sm90Pingpong128x128Cluster2SmemA));
+        cases.push(Case::new(300, 300, 96).scale(3.0).force(Kernel::Sm90Cooperative128x256Cluster2SmemA));
         // The kernels that round X in registers: on a prepared W, and on W rounded into the
         // workspace by a repack captured with them.
-        cases.push(Case::new(300, 200, 128).scale(0.5).force(Kernel::Sm90Pingpong128x128Cluster2).prepared_w(true));
-        cases.push(Case::new(300, 300, 96).scale(3.0).force(Kernel::Sm90Cooperative128x256Cluster2).workspace(true));
+        cases
+            .push(Case::new(300, 200, 128).scale(0.5).force(Kernel::Sm90Pingpong128x128Cluster2RmemA).prepared_w(true));
         cases.push(
-            Case::new(1, 4096, 1024).scale(-2.0).force(Kernel::Sm90Pingpong64x64).prepared_w(true).workspace(true),
+            Case::new(300, 300, 96).scale(3.0).force(Kernel::Sm90Cooperative128x256Cluster2RmemA).workspace(true),
+        );
+        cases.push(
+            Case::new(1, 4096, 1024).scale(-2.0).force(Kernel::Sm90Pingpong64x64RmemA).prepared_w(true).workspace(true),
         ); // split-K
            // Stream-K as the TMA kernels plan it: split-K in 11 parts (M = 1), and a shared tail (8
            // waves and 50 tiles, 49 k-blocks a tile: the TMA kernels share no tail of shorter tiles).
            // A replay repeats the captured launch number (GeStreamK): each launch must leave its
            // hand-off words cleared for the next replay.
-        cases.push(Case::new(1, 768, 3072).scale(0.5).force(Kernel::Sm90Pingpong64x64Trunc).workspace(true));
-        cases.push(Case::new(70783, 253, 1540).scale(0.5).force(Kernel::Sm90Pingpong128x128Trunc).workspace(true));
+        cases.push(Case::new(1, 768, 3072).scale(0.5).force(Kernel::Sm90Pingpong64x64SmemA).workspace(true));
+        cases.push(Case::new(70783, 253, 1540).scale(0.5).force(Kernel::Sm90Pingpong128x128SmemA).workspace(true));
         // Auto's skinny kernel at decoding size: K split over clusters of 3 CTAs; and its GEMV
         // kernel (M = 1).
         cases.push(Case::new(5, 768, 3072).scale(0.5));

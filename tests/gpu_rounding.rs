@@ -177,47 +177,51 @@ fn register_rounding(g: &Gpu, kernel: Kernel, test: &str) {
 }
 
 #[test]
-fn register_rounding_sm90_pingpong_128x128() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128") else { return };
-    register_rounding(&g, Kernel::Sm90Pingpong128x128, "register_rounding_sm90_pingpong_128x128");
+fn register_rounding_sm90_pingpong_128x128_rmem_a() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128RmemA") else { return };
+    register_rounding(&g, Kernel::Sm90Pingpong128x128RmemA, "register_rounding_sm90_pingpong_128x128_rmem_a");
 }
 
 #[test]
-fn register_rounding_sm90_pingpong_64x128() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong64x128") else { return };
-    register_rounding(&g, Kernel::Sm90Pingpong64x128, "register_rounding_sm90_pingpong_64x128");
+fn register_rounding_sm90_pingpong_64x128_rmem_a() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong64x128RmemA") else { return };
+    register_rounding(&g, Kernel::Sm90Pingpong64x128RmemA, "register_rounding_sm90_pingpong_64x128_rmem_a");
 }
 
 #[test]
-fn register_rounding_sm90_pingpong_64x64() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong64x64") else { return };
-    register_rounding(&g, Kernel::Sm90Pingpong64x64, "register_rounding_sm90_pingpong_64x64");
+fn register_rounding_sm90_pingpong_64x64_rmem_a() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong64x64RmemA") else { return };
+    register_rounding(&g, Kernel::Sm90Pingpong64x64RmemA, "register_rounding_sm90_pingpong_64x64_rmem_a");
 }
 
 #[test]
-fn register_rounding_sm90_pingpong_128x128_cluster2() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Cluster2") else { return };
-    register_rounding(&g, Kernel::Sm90Pingpong128x128Cluster2, "register_rounding_sm90_pingpong_128x128_cluster2");
-}
-
-#[test]
-fn register_rounding_sm90_cooperative_128x256() {
-    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256") else { return };
-    register_rounding(&g, Kernel::Sm90Cooperative128x256, "register_rounding_sm90_cooperative_128x256");
-}
-
-#[test]
-fn register_rounding_sm90_cooperative_128x256_cluster2() {
-    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Cluster2") else { return };
+fn register_rounding_sm90_pingpong_128x128_cluster2_rmem_a() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Cluster2RmemA") else { return };
     register_rounding(
         &g,
-        Kernel::Sm90Cooperative128x256Cluster2,
-        "register_rounding_sm90_cooperative_128x256_cluster2",
+        Kernel::Sm90Pingpong128x128Cluster2RmemA,
+        "register_rounding_sm90_pingpong_128x128_cluster2_rmem_a",
+    );
+}
+
+#[test]
+fn register_rounding_sm90_cooperative_128x256_rmem_a() {
+    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256RmemA") else { return };
+    register_rounding(&g, Kernel::Sm90Cooperative128x256RmemA, "register_rounding_sm90_cooperative_128x256_rmem_a");
+}
+
+#[test]
+fn register_rounding_sm90_cooperative_128x256_cluster2_rmem_a() {
+    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Cluster2RmemA") else { return };
+    register_rounding(
+        &g,
+        Kernel::Sm90Cooperative128x256Cluster2RmemA,
+        "register_rounding_sm90_cooperative_128x256_cluster2_rmem_a",
     );
 }
 
 /// The `register_rounding_*` test of a kernel: its symbol without `ge_`, the tile's K and the
-/// stage count (`ge_sm90_pingpong_64x128x32_s8` → `register_rounding_sm90_pingpong_64x128`).
+/// stage count (`ge_sm90_pingpong_64x128x32_s8_rmem_a` → `register_rounding_sm90_pingpong_64x128_rmem_a`).
 fn test_name(kernel: Kernel) -> String {
     let (tm, tn, tk) = kernel.tile();
     let stages = |p: &str| p.len() > 1 && p.starts_with('s') && p[1..].bytes().all(|b| b.is_ascii_digit());
@@ -237,7 +241,10 @@ fn test_name(kernel: Kernel) -> String {
 /// GPU).
 #[test]
 fn every_rounding_kernel_has_a_twin_and_a_test() {
-    let source = include_str!("gpu_rounding.rs");
+    // Compared without whitespace (and a call's trailing comma): rustfmt may break a call over
+    // lines.
+    let squeeze = |s: &str| s.split_whitespace().collect::<String>().replace(",)", ")");
+    let source = squeeze(include_str!("gpu_rounding.rs"));
     let readers = common::rounding_w_readers();
     assert_eq!(readers.len(), 6, "{readers:?}");
     for k in Kernel::ALL {
@@ -248,15 +255,15 @@ fn every_rounding_kernel_has_a_twin_and_a_test() {
         assert_eq!(common::rounding_twin(twin), Some(k));
         let name = test_name(k);
         assert!(
-            source.contains(&format!("#[test]\nfn {name}() {{\n"))
-                && source.contains(&format!("register_rounding(&g, Kernel::{k:?}, \"{name}\")")),
+            source.contains(&squeeze(&format!("#[test]\nfn {name}() {{\n")))
+                && source.contains(&squeeze(&format!("register_rounding(&g, Kernel::{k:?}, \"{name}\")"))),
             "{k:?} has no test `{name}` in tests/gpu_rounding.rs"
         );
     }
-    assert_eq!(test_name(Kernel::Sm90Pingpong64x128), "register_rounding_sm90_pingpong_64x128");
+    assert_eq!(test_name(Kernel::Sm90Pingpong64x128RmemA), "register_rounding_sm90_pingpong_64x128_rmem_a");
     assert_eq!(
-        test_name(Kernel::Sm90Cooperative128x256Cluster2),
-        "register_rounding_sm90_cooperative_128x256_cluster2"
+        test_name(Kernel::Sm90Cooperative128x256Cluster2RmemA),
+        "register_rounding_sm90_cooperative_128x256_cluster2_rmem_a"
     );
 }
 
@@ -312,7 +319,7 @@ fn prepare_weight_rounds_to_nearest_ties_away() {
     let mut rng = common::rng("prepare_weight_rounds_to_nearest_ties_away");
     let mut kernels = vec![Kernel::Sm80Mma128x128Vec4Trunc];
     if g.is_hopper() {
-        kernels.push(Kernel::Sm90Pingpong64x64Trunc);
+        kernels.push(Kernel::Sm90Pingpong64x64SmemA);
     }
     for (n, k) in [(130, 68), (64, 100)] {
         let mut w = common::fill(n * k, &mut rng, |r| r.sym(1.0));

@@ -307,107 +307,111 @@ fn shapes_sm80_mma_64x64_scalar() {
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
 #[test]
-fn shapes_sm90_pingpong_128x128_trunc() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Trunc") else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc), "shapes_sm90_pingpong_128x128_trunc");
+fn shapes_sm90_pingpong_128x128_smem_a() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128SmemA") else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128SmemA), "shapes_sm90_pingpong_128x128_smem_a");
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
 #[test]
-fn shapes_sm90_pingpong_64x128_trunc() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong64x128Trunc") else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong64x128Trunc), "shapes_sm90_pingpong_64x128_trunc");
+fn shapes_sm90_pingpong_64x128_smem_a() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong64x128SmemA") else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong64x128SmemA), "shapes_sm90_pingpong_64x128_smem_a");
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
 #[test]
-fn shapes_sm90_pingpong_64x64_trunc() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong64x64Trunc") else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong64x64Trunc), "shapes_sm90_pingpong_64x64_trunc");
+fn shapes_sm90_pingpong_64x64_smem_a() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong64x64SmemA") else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm90Pingpong64x64SmemA), "shapes_sm90_pingpong_64x64_smem_a");
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
 #[test]
-fn shapes_sm90_pingpong_128x128_cluster2_trunc() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Cluster2Trunc") else { return };
+fn shapes_sm90_pingpong_128x128_cluster2_smem_a() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Cluster2SmemA") else { return };
     run_shapes(
         &g,
-        Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2Trunc),
-        "shapes_sm90_pingpong_128x128_cluster2_trunc",
+        Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2SmemA),
+        "shapes_sm90_pingpong_128x128_cluster2_smem_a",
     );
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
 #[test]
-fn shapes_sm90_cooperative_128x256_trunc() {
-    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Trunc") else { return };
-    run_shapes(&g, Dispatch::Force(Kernel::Sm90Cooperative128x256Trunc), "shapes_sm90_cooperative_128x256_trunc");
+fn shapes_sm90_cooperative_128x256_smem_a() {
+    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256SmemA") else { return };
+    run_shapes(&g, Dispatch::Force(Kernel::Sm90Cooperative128x256SmemA), "shapes_sm90_cooperative_128x256_smem_a");
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple.
 #[test]
-fn shapes_sm90_cooperative_128x256_cluster2_trunc() {
-    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Cluster2Trunc") else { return };
+fn shapes_sm90_cooperative_128x256_cluster2_smem_a() {
+    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Cluster2SmemA") else { return };
     run_shapes(
         &g,
-        Dispatch::Force(Kernel::Sm90Cooperative128x256Cluster2Trunc),
-        "shapes_sm90_cooperative_128x256_cluster2_trunc",
+        Dispatch::Force(Kernel::Sm90Cooperative128x256Cluster2SmemA),
+        "shapes_sm90_cooperative_128x256_cluster2_smem_a",
     );
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple that
 /// has a prepared W or a workspace, and refuse the others.
 #[test]
-fn shapes_sm90_pingpong_128x128() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128") else { return };
-    run_shapes_rounding_w(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128), "shapes_sm90_pingpong_128x128");
+fn shapes_sm90_pingpong_128x128_rmem_a() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128RmemA") else { return };
+    run_shapes_rounding_w(&g, Dispatch::Force(Kernel::Sm90Pingpong128x128RmemA), "shapes_sm90_pingpong_128x128_rmem_a");
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple that
 /// has a prepared W or a workspace, and refuse the others.
 #[test]
-fn shapes_sm90_pingpong_64x128() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong64x128") else { return };
-    run_shapes_rounding_w(&g, Dispatch::Force(Kernel::Sm90Pingpong64x128), "shapes_sm90_pingpong_64x128");
+fn shapes_sm90_pingpong_64x128_rmem_a() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong64x128RmemA") else { return };
+    run_shapes_rounding_w(&g, Dispatch::Force(Kernel::Sm90Pingpong64x128RmemA), "shapes_sm90_pingpong_64x128_rmem_a");
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple that
 /// has a prepared W or a workspace, and refuse the others.
 #[test]
-fn shapes_sm90_pingpong_64x64() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong64x64") else { return };
-    run_shapes_rounding_w(&g, Dispatch::Force(Kernel::Sm90Pingpong64x64), "shapes_sm90_pingpong_64x64");
+fn shapes_sm90_pingpong_64x64_rmem_a() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong64x64RmemA") else { return };
+    run_shapes_rounding_w(&g, Dispatch::Force(Kernel::Sm90Pingpong64x64RmemA), "shapes_sm90_pingpong_64x64_rmem_a");
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple that
 /// has a prepared W or a workspace, and refuse the others.
 #[test]
-fn shapes_sm90_pingpong_128x128_cluster2() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Cluster2") else { return };
+fn shapes_sm90_pingpong_128x128_cluster2_rmem_a() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Cluster2RmemA") else { return };
     run_shapes_rounding_w(
         &g,
-        Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2),
-        "shapes_sm90_pingpong_128x128_cluster2",
+        Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2RmemA),
+        "shapes_sm90_pingpong_128x128_cluster2_rmem_a",
     );
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple that
 /// has a prepared W or a workspace, and refuse the others.
 #[test]
-fn shapes_sm90_cooperative_128x256() {
-    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256") else { return };
-    run_shapes_rounding_w(&g, Dispatch::Force(Kernel::Sm90Cooperative128x256), "shapes_sm90_cooperative_128x256");
+fn shapes_sm90_cooperative_128x256_rmem_a() {
+    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256RmemA") else { return };
+    run_shapes_rounding_w(
+        &g,
+        Dispatch::Force(Kernel::Sm90Cooperative128x256RmemA),
+        "shapes_sm90_cooperative_128x256_rmem_a",
+    );
 }
 
 /// Skips (with a printed line) off sm_90; on sm_90 it must run every TMA-compatible triple that
 /// has a prepared W or a workspace, and refuse the others.
 #[test]
-fn shapes_sm90_cooperative_128x256_cluster2() {
-    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Cluster2") else { return };
+fn shapes_sm90_cooperative_128x256_cluster2_rmem_a() {
+    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Cluster2RmemA") else { return };
     run_shapes_rounding_w(
         &g,
-        Dispatch::Force(Kernel::Sm90Cooperative128x256Cluster2),
-        "shapes_sm90_cooperative_128x256_cluster2",
+        Dispatch::Force(Kernel::Sm90Cooperative128x256Cluster2RmemA),
+        "shapes_sm90_cooperative_128x256_cluster2_rmem_a",
     );
 }
 
@@ -419,7 +423,7 @@ fn shapes_sm90_cooperative_128x256_cluster2() {
 /// wrapping the stage ring) with such rows in every tile.
 #[test]
 fn cluster2_out_of_range_rows() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Cluster2Trunc") else { return };
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Cluster2SmemA") else { return };
     let mut rng = common::rng("cluster2_out_of_range_rows");
     let mut cases = Vec::new();
     for m in [1, 64, 127, 128, 129, 200, 255, 256, 257, 300, 383, 384, 385, 511, 513, 1000] {
@@ -433,10 +437,11 @@ fn cluster2_out_of_range_rows() {
     cases.push(Case::new(129, 16384, 40).bias(false)); // second CTA: one row per tile
     cases.push(Case::new(4097, 1025, 68)); // 17 × 9 cluster tiles, last row: 1 row
     cases.push(Case::new(2000, 4096, 260).pad(4, 8, 3)); // strided, last cluster row: 208 rows
-                                                         // The truncating cluster kernels on W as given, and their rounding twins on a prepared W
-                                                         // (even cases) or on W rounded into the workspace (odd cases; too little K and too few
-                                                         // waves here for stream-K).
-    let trunc = [Kernel::Sm90Pingpong128x128Cluster2Trunc, Kernel::Sm90Cooperative128x256Cluster2Trunc];
+
+    // The truncating cluster kernels on W as given, and their rounding twins on a prepared W
+    // (even cases) or on W rounded into the workspace (odd cases; too little K and too few
+    // waves here for stream-K).
+    let trunc = [Kernel::Sm90Pingpong128x128Cluster2SmemA, Kernel::Sm90Cooperative128x256Cluster2SmemA];
     let rounding = trunc.map(|k| common::rounding_twin(k).expect("a rounding twin"));
     for kernel in trunc.into_iter().chain(rounding) {
         assert_eq!(kernel.cluster_m(), 2, "{kernel:?}");
@@ -509,9 +514,10 @@ fn small_shapes_every_kernel() {
         // Split-K through the workspace: 15 tiles over 30 CTAs, for the truncating kernel on W as
         // given and for its rounding twin on a prepared W (nothing repacked).
         let split = Case::new(300, 520, 512).workspace(true);
-        for case in
-            [split.force(Kernel::Sm90Pingpong128x128Trunc), split.force(Kernel::Sm90Pingpong128x128).prepared_w(true)]
-        {
+        for case in [
+            split.force(Kernel::Sm90Pingpong128x128SmemA),
+            split.force(Kernel::Sm90Pingpong128x128RmemA).prepared_w(true),
+        ] {
             let plan = common::check(&g, &case, &mut rng).expect("ran");
             assert!(plan.stream_k_tiles == 15 && plan.grid == 30 && !plan.repack_x && !plan.repack_w, "{plan:?}");
         }
@@ -528,7 +534,7 @@ fn small_shapes_every_kernel() {
 /// be bitwise equal.
 #[test]
 fn stream_k_shapes() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Trunc's stream-K") else { return };
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128SmemA's stream-K") else { return };
     let mut rng = common::rng("stream_k_shapes");
     // (M, N, K, stream-K tiles the plan must have); 128×128 tiles, 132 SMs.
     let shapes = [
@@ -559,8 +565,8 @@ fn stream_k_shapes() {
         // shapes) or on W rounded into the workspace ahead of the partial tiles (odd shapes):
         // the same tiles, so the same stream-K.
         let cases = [
-            base.force(Kernel::Sm90Pingpong128x128Trunc),
-            base.force(Kernel::Sm90Pingpong128x128).prepared_w(i % 2 == 0),
+            base.force(Kernel::Sm90Pingpong128x128SmemA),
+            base.force(Kernel::Sm90Pingpong128x128RmemA).prepared_w(i % 2 == 0),
         ];
         let mut plans = Vec::new();
         for case in cases {
@@ -592,30 +598,30 @@ fn stream_k_shapes_clusters_and_cooperative() {
     let Some(g) = common::hopper_gpu("stream-K of the cluster and cooperative kernels") else { return };
     let mut rng = common::rng("stream_k_shapes_clusters_and_cooperative");
     let counts_known =
-        g.gemm.device().sm_count == 132 && g.gemm.wave(Kernel::Sm90Cooperative128x256Cluster2Trunc) == 66;
+        g.gemm.device().sm_count == 132 && g.gemm.wave(Kernel::Sm90Cooperative128x256Cluster2SmemA) == 66;
     if !counts_known {
         println!("note: the stream-K tile counts below assume 132 SMs and 66 clusters; checking results only");
     }
     // (kernel, M, N, K, stream-K (cluster) tiles the plan must have)
     let cases = [
-        (Kernel::Sm90Cooperative128x256Trunc, 1, 4096, 4096, 16), // 16 tiles of 128×256, 8 CTAs a tile
-        (Kernel::Sm90Cooperative128x256Trunc, 300, 1000, 512, 12), // 12 tiles, 2 CTAs a tile, M and N tails
-        (Kernel::Sm90Cooperative128x256Trunc, 45061, 520, 1540, 135), // 1059 tiles = 8 waves + 3: with the wave before
-        (Kernel::Sm90Cooperative128x256Cluster2Trunc, 1, 4096, 4096, 16), // 16 cluster tiles of 256×256, 4 clusters a tile
-        (Kernel::Sm90Cooperative128x256Cluster2Trunc, 129, 1000, 2048, 4), // second CTA: one row
-        (Kernel::Sm90Cooperative128x256Cluster2Trunc, 300, 520, 512, 6),
-        (Kernel::Sm90Cooperative128x256Cluster2Trunc, 45061, 520, 1544, 69), // 531 = 8 waves of 66 + 3
-        (Kernel::Sm90Pingpong128x128Cluster2Trunc, 1, 4096, 4096, 32),
-        (Kernel::Sm90Pingpong128x128Cluster2Trunc, 300, 520, 512, 10),
-        (Kernel::Sm90Pingpong128x128Cluster2Trunc, 45061, 520, 1540, 27), // 885 = 13 waves of 66 + 27
-        (Kernel::Sm90Pingpong128x128Cluster2Trunc, 45061, 520, 96, 0),    // the same, 3 k-blocks a tile: not shared
-        (Kernel::Sm90Pingpong64x128Trunc, 1, 4096, 4096, 32),             // 32 tiles of 64×128, 4 CTAs a tile
-        (Kernel::Sm90Pingpong64x128Trunc, 129, 1000, 2600, 24), // 24 tiles, 5 CTAs a tile (82 k-blocks, the last partial), M and N tails
-        (Kernel::Sm90Pingpong64x128Trunc, 39673, 520, 1540, 64), // 3100 tiles = 23 waves + 64: those 64
-        (Kernel::Sm90Pingpong64x128Trunc, 40000, 520, 1540, 0), // 3125 tiles = 23 waves + 89: over 3/5 of a wave, not shared
-        (Kernel::Sm90Pingpong64x128Trunc, 17216, 512, 1540, 152), // 1076 = 8 waves + 20: with the wave before
-        (Kernel::Sm90Pingpong64x64Trunc, 1, 4032, 4096, 63),    // 63 tiles of 64×64, 2 CTAs a tile
-        (Kernel::Sm90Pingpong64x64Trunc, 100, 1000, 2048, 32),  // 32 tiles, 4 CTAs a tile, M and N tails
+        (Kernel::Sm90Cooperative128x256SmemA, 1, 4096, 4096, 16), // 16 tiles of 128×256, 8 CTAs a tile
+        (Kernel::Sm90Cooperative128x256SmemA, 300, 1000, 512, 12), // 12 tiles, 2 CTAs a tile, M and N tails
+        (Kernel::Sm90Cooperative128x256SmemA, 45061, 520, 1540, 135), // 1059 tiles = 8 waves + 3: with the wave before
+        (Kernel::Sm90Cooperative128x256Cluster2SmemA, 1, 4096, 4096, 16), // 16 cluster tiles of 256×256, 4 clusters a tile
+        (Kernel::Sm90Cooperative128x256Cluster2SmemA, 129, 1000, 2048, 4), // second CTA: one row
+        (Kernel::Sm90Cooperative128x256Cluster2SmemA, 300, 520, 512, 6),
+        (Kernel::Sm90Cooperative128x256Cluster2SmemA, 45061, 520, 1544, 69), // 531 = 8 waves of 66 + 3
+        (Kernel::Sm90Pingpong128x128Cluster2SmemA, 1, 4096, 4096, 32),
+        (Kernel::Sm90Pingpong128x128Cluster2SmemA, 300, 520, 512, 10),
+        (Kernel::Sm90Pingpong128x128Cluster2SmemA, 45061, 520, 1540, 27), // 885 = 13 waves of 66 + 27
+        (Kernel::Sm90Pingpong128x128Cluster2SmemA, 45061, 520, 96, 0),    // the same, 3 k-blocks a tile: not shared
+        (Kernel::Sm90Pingpong64x128SmemA, 1, 4096, 4096, 32),             // 32 tiles of 64×128, 4 CTAs a tile
+        (Kernel::Sm90Pingpong64x128SmemA, 129, 1000, 2600, 24), // 24 tiles, 5 CTAs a tile (82 k-blocks, the last partial), M and N tails
+        (Kernel::Sm90Pingpong64x128SmemA, 39673, 520, 1540, 64), // 3100 tiles = 23 waves + 64: those 64
+        (Kernel::Sm90Pingpong64x128SmemA, 40000, 520, 1540, 0), // 3125 tiles = 23 waves + 89: over 3/5 of a wave, not shared
+        (Kernel::Sm90Pingpong64x128SmemA, 17216, 512, 1540, 152), // 1076 = 8 waves + 20: with the wave before
+        (Kernel::Sm90Pingpong64x64SmemA, 1, 4032, 4096, 63),    // 63 tiles of 64×64, 2 CTAs a tile
+        (Kernel::Sm90Pingpong64x64SmemA, 100, 1000, 2048, 32),  // 32 tiles, 4 CTAs a tile, M and N tails
     ];
     for (i, &(kernel, m, n, k, sk)) in cases.iter().enumerate() {
         let base = Case::new(m, n, k)
@@ -800,64 +806,64 @@ fn reference_shape_auto_round_to_nearest() {
 
 /// The rounding cooperative cluster kernel (Auto's pick on sm_90) forced on a prepared W.
 #[test]
-fn reference_shape_sm90_cooperative_128x256_cluster2() {
-    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Cluster2") else { return };
-    let case = Case::new(16384, 4096, 4096).force(Kernel::Sm90Cooperative128x256Cluster2).prepared_w(true);
-    reference_case(&g, case, "reference_shape_sm90_cooperative_128x256_cluster2");
+fn reference_shape_sm90_cooperative_128x256_cluster2_rmem_a() {
+    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Cluster2RmemA") else { return };
+    let case = Case::new(16384, 4096, 4096).force(Kernel::Sm90Cooperative128x256Cluster2RmemA).prepared_w(true);
+    reference_case(&g, case, "reference_shape_sm90_cooperative_128x256_cluster2_rmem_a");
 }
 
 /// The rounding 128×128 ping-pong forced on a raw W with a workspace: W rounded into it, then
 /// the stream-K tail.
 #[test]
-fn reference_shape_sm90_pingpong_128x128() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128") else { return };
-    let case = Case::new(16384, 4096, 4096).force(Kernel::Sm90Pingpong128x128).workspace(true);
-    let plan = reference_case(&g, case, "reference_shape_sm90_pingpong_128x128");
+fn reference_shape_sm90_pingpong_128x128_rmem_a() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128RmemA") else { return };
+    let case = Case::new(16384, 4096, 4096).force(Kernel::Sm90Pingpong128x128RmemA).workspace(true);
+    let plan = reference_case(&g, case, "reference_shape_sm90_pingpong_128x128_rmem_a");
     assert!(plan.repack_w && !plan.repack_x && plan.stream_k_tiles > 0, "{plan:?}");
 }
 
 #[test]
-fn reference_shape_sm90_pingpong_128x128_trunc() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Trunc") else { return };
+fn reference_shape_sm90_pingpong_128x128_smem_a() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128SmemA") else { return };
     reference_shape(
         &g,
-        Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc),
-        "reference_shape_sm90_pingpong_128x128_trunc",
+        Dispatch::Force(Kernel::Sm90Pingpong128x128SmemA),
+        "reference_shape_sm90_pingpong_128x128_smem_a",
     );
 }
 
 #[test]
-fn reference_shape_sm90_pingpong_128x128_cluster2_trunc() {
-    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Cluster2Trunc") else { return };
+fn reference_shape_sm90_pingpong_128x128_cluster2_smem_a() {
+    let Some(g) = common::hopper_gpu("Sm90Pingpong128x128Cluster2SmemA") else { return };
     reference_shape(
         &g,
-        Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2Trunc),
-        "reference_shape_sm90_pingpong_128x128_cluster2_trunc",
+        Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2SmemA),
+        "reference_shape_sm90_pingpong_128x128_cluster2_smem_a",
     );
 }
 
 #[test]
-fn reference_shape_sm90_cooperative_128x256_trunc() {
-    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Trunc") else { return };
+fn reference_shape_sm90_cooperative_128x256_smem_a() {
+    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256SmemA") else { return };
     reference_shape(
         &g,
-        Dispatch::Force(Kernel::Sm90Cooperative128x256Trunc),
-        "reference_shape_sm90_cooperative_128x256_trunc",
+        Dispatch::Force(Kernel::Sm90Cooperative128x256SmemA),
+        "reference_shape_sm90_cooperative_128x256_smem_a",
     );
 }
 
 #[test]
-fn reference_shape_sm90_cooperative_128x256_cluster2_trunc() {
-    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Cluster2Trunc") else { return };
+fn reference_shape_sm90_cooperative_128x256_cluster2_smem_a() {
+    let Some(g) = common::hopper_gpu("Sm90Cooperative128x256Cluster2SmemA") else { return };
     reference_shape(
         &g,
-        Dispatch::Force(Kernel::Sm90Cooperative128x256Cluster2Trunc),
-        "reference_shape_sm90_cooperative_128x256_cluster2_trunc",
+        Dispatch::Force(Kernel::Sm90Cooperative128x256Cluster2SmemA),
+        "reference_shape_sm90_cooperative_128x256_cluster2_smem_a",
     );
 }
 
 /// The `shapes_*` test of a kernel: its symbol without the `ge_` prefix, the tile's K and the
-/// stage count (`ge_sm90_pingpong_64x128x32_s8_trunc` → `shapes_sm90_pingpong_64x128_trunc`).
+/// stage count (`ge_sm90_pingpong_64x128x32_s8_smem_a` → `shapes_sm90_pingpong_64x128_smem_a`).
 fn shapes_test_name(kernel: Kernel) -> String {
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     let parts: Vec<String> = kernel

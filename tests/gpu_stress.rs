@@ -31,9 +31,9 @@ fn templates(g: &Gpu) -> Vec<Case> {
         Case::new(1, 4096, 4096).workspace(true).prepared_w(true),    // split-K on a prepared W
     ];
     let forced = [
-        (Kernel::Sm90Cooperative128x256Cluster2Trunc, Case::new(1, 4096, 4096).workspace(true)),
-        (Kernel::Sm90Pingpong128x128Cluster2, Case::new(300, 520, 512).workspace(true).prepared_w(true)),
-        (Kernel::Sm90Pingpong128x128Cluster2Trunc, Case::new(4097, 1025, 68)),
+        (Kernel::Sm90Cooperative128x256Cluster2SmemA, Case::new(1, 4096, 4096).workspace(true)),
+        (Kernel::Sm90Pingpong128x128Cluster2RmemA, Case::new(300, 520, 512).workspace(true).prepared_w(true)),
+        (Kernel::Sm90Pingpong128x128Cluster2SmemA, Case::new(4097, 1025, 68)),
         (Kernel::Sm80Mma64x64Scalar, Case::new(300, 520, 777).workspace(true)),
         (Kernel::Sm80Mma128x128Vec4Trunc, Case::new(129, 1000, 2048).workspace(true)),
     ];

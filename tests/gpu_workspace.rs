@@ -62,7 +62,7 @@ fn max_workspace_len_bounds_every_call_and_plan_with_workspace_says_what_runs() 
             for len in [0, want / 2, want, bound] {
                 let planned = g
                     .gemm
-                    .plan_with_workspace(&g.stream, &xv, &wv, None, &MatrixMut::from_slice(&mut out, m, n), len)
+                    .plan_with_workspace(&g.stream, &xv, &wv, None, &MatrixRef::from_slice(&out, m, n), len)
                     .expect("plan");
                 let mut ws = g.stream.alloc_zeros::<f32>(len.max(1)).expect("ws");
                 let ran = g
@@ -199,7 +199,7 @@ fn stream_k_runs_on_whatever_the_workspace_holds() {
         let (xv, wv) = (MatrixRef::from_slice(&x, m, k), MatrixRef::from_slice(&w, n, k));
         // Decoding sizes go to the skinny kernels, which split K without the workspace: these
         // force the 64×64 ping-pong Auto ran on them before.
-        let forced = g.gemm.with_dispatch(Dispatch::Force(Kernel::Sm90Pingpong64x64Trunc));
+        let forced = g.gemm.with_dispatch(Dispatch::Force(Kernel::Sm90Pingpong64x64SmemA));
         let gemm = if m <= 16 && g.is_hopper() { &forced } else { &g.gemm };
         let run = |ws: &mut gemm_epilogue::cudarc::driver::CudaSlice<f32>| {
             let mut out = g.stream.clone_htod(&common::poisoned(m * n)).expect("out");

@@ -1,5 +1,5 @@
 //! What a bench's markdown output starts with: date, commit and device, so that every table
-//! in docs/BENCHMARKS.md and docs/data/ says where it came from.
+//! in docs/BENCHMARKS.md and the archive (docs/notebook/data/) says where it came from.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

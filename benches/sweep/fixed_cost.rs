@@ -90,7 +90,7 @@ impl Bench<'_> {
             }
             Call::Memset => return Ok(s.memset_zeros(&mut self.counters).map(|_| None)?),
             Call::Cublas => return self.blas.gemm(&x, &w, &mut out).map(|_| None),
-            Call::PlanOnly => self.gemm.plan(s, &x, &self.prepared, Some(&b), &out),
+            Call::PlanOnly => self.gemm.plan(s, &x, &self.prepared, Some(&b), &out.view()),
             Call::Run => self.gemm.run(s, &x, &self.prepared, Some(&b), SCALE, &mut out),
             Call::RunWorkspace | Call::RunRawWorkspace => {
                 let raw = c == Call::RunRawWorkspace;

@@ -4,8 +4,8 @@
 //   - smem_addr: the 32-bit shared-memory address every family's PTX takes; ldmatrix, which
 //     loads TF32 fragments in the m16n8k8 layout of mma.sync's and of wgmma's register A;
 //   - GPU-scope release/acquire flag operations: the stream-K hand-off (stream_k.cuh).
-// PTX that only one kernel family uses lives in its folder (sm80/ptx.cuh, sm90/ptx.cuh). Family
-// code calls these as ge::ptx::..., its own as ptx::....
+// cp.async and mma.sync (sm80/ and skinny/) are in ptx_sm80.cuh; PTX that only one family uses
+// lives in its folder (sm90/ptx.cuh). Family code calls these as ge::ptx::..., its own as ptx::....
 #pragma once
 
 #include <cstdint>

@@ -46,10 +46,11 @@ typedef struct GeElementwiseParams {
 
 /* Operand repack, for operands whose rows are not 16-byte aligned (k % 4 != 0, a misaligned
  * base, or ld % 4 != 0): copies rows x cols at stride ld_src into dst at stride ld_dst (a
- * multiple of 4, dst 16-byte aligned), zero-fills columns cols..ld_dst, and with round = 1 rounds
- * every value to TF32 (nearest, ties away) on the way, so the TMA/vec4 kernels can then read it.
- * Also what rounds W for the sm_90 kernels that read it rounded, and prepares weights (the host's
- * FusedGemm::prepare_weight: round = 0 for a truncating handle). Block (256,1,1),
+ * multiple of 4, dst 16-byte aligned), zero-fills columns cols..ld_dst, and converts every value
+ * as `mode` says (GE_REPACK_*: copied, rounded to TF32, or split into 3xTF32 parts) on the way, so
+ * the TMA/vec4 kernels can then read it. Also what rounds or splits W for the sm_90 kernels that
+ * read it so, and prepares weights (the host's FusedGemm::prepare_weight: GE_REPACK_COPY for a
+ * truncating handle). Block (256,1,1),
  * grid (quads of a row, rows in flight); each thread writes 16 bytes at a time. */
 typedef struct GeRepackParams {
     const float *src;
@@ -209,7 +210,11 @@ typedef struct GeSm90Params {
  *   pingpong     each consumer owns whole TILE_M x TILE_N tiles, alternating with the other, so
  *                one consumer's epilogue overlaps the other's mainloop;
  *   cooperative  both consumers work on every tile, TILE_M / 2 rows each.
- * Entries: ge_sm90_<schedule>_<TILE_M>x<TILE_N>x<TILE_K>_s<STAGES>[_cluster2].
+ * Entries: ge_sm90_<schedule>_<TILE_M>x<TILE_N>x<TILE_K>_s<STAGES>[_cluster2]_<a>, where <a> says
+ * where wgmma's A operand (X) comes from: smem_a (both operands from shared memory as the TMA
+ * wrote them: the tensor maps' element type truncates or rounds them on load) or rmem_a (X
+ * rounded to TF32 in registers; W read as it is, so it must be rounded already); or _x3 for the
+ * 3xTF32 builds (X split in registers, W read already split).
  * Launch contract without a cluster:
  *   - grid: min(num_tiles, num_SMs) CTAs, 1-D, no cluster; num_tiles = ceil(m/TILE_M) *
  *     ceil(n/TILE_N);
@@ -234,12 +239,13 @@ typedef struct GeSm90Params {
  *   - block and smem as without a cluster; tensor map boxes as without a cluster, except
  *     {TILE_K, W_BOX_ROWS} for W.
  * Rows of the second CTA past m (m <= TILE_M, or m % (2*TILE_M) in 1..TILE_M) are zero-filled
- * by TMA and not stored; that CTA still loads and multicasts its W slice. Both cluster kernels
- * have the same block and smem, so one cuOccupancyMaxActiveClusters answer serves both. */
+ * by TMA and not stored; that CTA still loads and multicasts its W slice. Every cluster entry
+ * (the five `_cluster2` symbols) has the same block and smem (sm90/entries.cuh checks it), so one
+ * cuOccupancyMaxActiveClusters answer serves them all. */
 #define GE_SM90_CLUSTER_M 2
 
 /* pingpong 128x128: m64n128k8 wgmmas, 6 stages.
- * Entries: ge_sm90_pingpong_128x128x32_s6, ge_sm90_pingpong_128x128x32_s6_cluster2. */
+ * Entries: ge_sm90_pingpong_128x128x32_s6_{smem_a,rmem_a}, ge_sm90_pingpong_128x128x32_s6_cluster2_{smem_a,rmem_a}. */
 #define GE_SM90_PINGPONG_128X128_TILE_M 128
 #define GE_SM90_PINGPONG_128X128_TILE_N 128
 #define GE_SM90_PINGPONG_128X128_TILE_K 32
@@ -253,7 +259,7 @@ typedef struct GeSm90Params {
 /* pingpong 64x128: one m64n128k8 per k-step, 8 stages (8 x 24 KiB = 6 x 32 KiB): for small M.
  * Half the rows of the 128-row tile per consumer, so twice the tiles: a problem of M <= 256
  * splits along K into half as many parts per tile, and each stream-K finisher adds half as many
- * (and half-size) partial tiles. Entry: ge_sm90_pingpong_64x128x32_s8. */
+ * (and half-size) partial tiles. Entries: ge_sm90_pingpong_64x128x32_s8_{smem_a,rmem_a}. */
 #define GE_SM90_PINGPONG_64X128_TILE_M 64
 #define GE_SM90_PINGPONG_64X128_TILE_N 128
 #define GE_SM90_PINGPONG_64X128_TILE_K 32
@@ -267,7 +273,7 @@ typedef struct GeSm90Params {
 /* pingpong 64x64: one m64n64k8 per k-step, 12 stages (12 x 16 KiB = 6 x 32 KiB): for M <= 128,
  * where a wave of these tiles needs no split (or half as many parts as the 64x128 tiles) and
  * each CTA streams its own 64 rows of W, as cuBLAS's 64x64 kernel does there.
- * Entry: ge_sm90_pingpong_64x64x32_s12. */
+ * Entries: ge_sm90_pingpong_64x64x32_s12_{smem_a,rmem_a}. */
 #define GE_SM90_PINGPONG_64X64_TILE_M 64
 #define GE_SM90_PINGPONG_64X64_TILE_N 64
 #define GE_SM90_PINGPONG_64X64_TILE_K 32
@@ -282,7 +288,8 @@ typedef struct GeSm90Params {
  * shared-memory bytes per FLOP than the ping-pong's m64n128k8), 4 stages. With the cluster,
  * the cluster tile is 256 x 256 and each CTA reads 128 + 128 rows from L2 per k-block instead
  * of 128 + 256.
- * Entries: ge_sm90_cooperative_128x256x32_s4, ge_sm90_cooperative_128x256x32_s4_cluster2. */
+ * Entries: ge_sm90_cooperative_128x256x32_s4_{smem_a,rmem_a},
+ *          ge_sm90_cooperative_128x256x32_s4_cluster2_{smem_a,rmem_a}. */
 #define GE_SM90_COOPERATIVE_128X256_TILE_M 128
 #define GE_SM90_COOPERATIVE_128X256_TILE_N 256
 #define GE_SM90_COOPERATIVE_128X256_TILE_K 32

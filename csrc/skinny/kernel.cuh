@@ -10,8 +10,8 @@
 // (warp_dot.cuh), so its own cp.async.wait_group is all the synchronisation the ring needs.
 #pragma once
 
+#include "../common/ptx_sm80.cuh"
 #include "../include/gemm_epilogue.h"
-#include "../sm80/ptx.cuh"
 #include "cluster_reduce.cuh"
 #include "config.cuh"
 #include "warp_dot.cuh"
@@ -39,19 +39,19 @@ __device__ __forceinline__ void skinny_gemm(const GeProblem &p, ReduceSmem<Cfg> 
 #pragma unroll
     for (int i = 0; i < Cfg::STAGES - 1; ++i) {
         if (i < count) Dot::copy(base + slots(i), p, n0, k_of(i), lane);
-        sm80::ptx::cp_async_commit();
+        ge::ptx::cp_async_commit();
     }
     for (int i = 0; i < count; ++i) {
-        sm80::ptx::cp_async_wait<Cfg::STAGES - 2>();  // step i landed (this lane's copies)
+        ge::ptx::cp_async_wait<Cfg::STAGES - 2>();  // step i landed (this lane's copies)
         typename Dot::Frags fr;
         Dot::read(fr, reinterpret_cast<const uint4 *>(stages + slots(i)), lane);
         // Into the slots read one step ago (by this lane, into registers the mma have used).
         const int ahead = i + Cfg::STAGES - 1;
         if (ahead < count) Dot::copy(base + slots(ahead), p, n0, k_of(ahead), lane);
-        sm80::ptx::cp_async_commit();
+        ge::ptx::cp_async_commit();
         dot.mma(fr);
     }
-    sm80::ptx::cp_async_wait<0>();
+    ge::ptx::cp_async_wait<0>();
     reduce_and_store<Cfg>(dot, reduce, p, n0, rank, ranks, tid);
 }
 

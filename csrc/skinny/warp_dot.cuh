@@ -18,8 +18,8 @@
 #include <cstdint>
 
 #include "../common/ptx.cuh"
+#include "../common/ptx_sm80.cuh"
 #include "../include/gemm_epilogue.h"
-#include "../sm80/ptx.cuh"
 #include "config.cuh"
 
 namespace ge::skinny {
@@ -63,15 +63,15 @@ struct WarpDot {
             for (int h = 0; h < 2; ++h) {
                 const int n = n0 + g + 8 * h;
                 const bool in = k_in && n < p.n;
-                sm80::ptx::cp_async_16(stage + ((j * 2 + h) * 32 + lane) * 16, in ? p.w + int64_t(n) * p.ldw + k : p.w,
-                                       in);
+                ge::ptx::cp_async_16(stage + ((j * 2 + h) * 32 + lane) * 16, in ? p.w + int64_t(n) * p.ldw + k : p.w,
+                                     in);
             }
 #pragma unroll
             for (int f = 0; f < Cfg::X_FRAGS; ++f) {
                 const int m = 8 * f + g;
                 const bool in = k_in && m < p.m;
-                sm80::ptx::cp_async_16(stage + ((2 * Cfg::LOADS + j * Cfg::X_FRAGS + f) * 32 + lane) * 16,
-                                       in ? p.x + int64_t(m) * p.ldx + k : p.x, in);
+                ge::ptx::cp_async_16(stage + ((2 * Cfg::LOADS + j * Cfg::X_FRAGS + f) * 32 + lane) * 16,
+                                     in ? p.x + int64_t(m) * p.ldx + k : p.x, in);
             }
         }
     }
@@ -110,11 +110,11 @@ struct WarpDot {
                     uint32_t b_small[2];
                     convert(b, b_small);
                     if constexpr (SPLIT) {  // small terms first, as the other families do
-                        sm80::ptx::mma_m16n8k8_tf32(part[f], a, b_small);
-                        sm80::ptx::mma_m16n8k8_tf32(part[f], a_small, b);
-                        sm80::ptx::mma_m16n8k8_tf32(part[f], a, b);
+                        ge::ptx::mma_m16n8k8_tf32(part[f], a, b_small);
+                        ge::ptx::mma_m16n8k8_tf32(part[f], a_small, b);
+                        ge::ptx::mma_m16n8k8_tf32(part[f], a, b);
                     } else {
-                        sm80::ptx::mma_m16n8k8_tf32(acc[f], a, b);
+                        ge::ptx::mma_m16n8k8_tf32(acc[f], a, b);
                     }
                 }
             }

@@ -3,9 +3,9 @@
 #pragma once
 
 #include "../common/ptx.cuh"
+#include "../common/ptx_sm80.cuh"
 #include "../include/gemm_epilogue.h"
 #include "config.cuh"
-#include "ptx.cuh"
 #include "smem_tile.cuh"
 #include "warp_mma.cuh"
 
@@ -48,14 +48,14 @@ __device__ __forceinline__ void mainloop(const GeProblem &p, float *smem, int m0
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
         if (s < k_tiles) load_stage(s, s);
-        ptx::cp_async_commit();
+        ge::ptx::cp_async_commit();
     }
 
     const auto offsets = Mma::lane_offsets(warp_m, warp_n, lane);
     typename Mma::Frags frag[2];
     if (k_tiles > 0) {
-        ptx::cp_async_wait<kStages - 2>();  // k-tile 0 landed (this thread's copies)...
-        __syncthreads();                    // ...and everyone's
+        ge::ptx::cp_async_wait<kStages - 2>();  // k-tile 0 landed (this thread's copies)...
+        __syncthreads();                        // ...and everyone's
         Mma::load(frag[0], stage_addr(0), offsets, 0);
     }
     int read_stage = 0, write_stage = kStages - 1;
@@ -66,7 +66,7 @@ __device__ __forceinline__ void mainloop(const GeProblem &p, float *smem, int m0
             if (s == 0) {
                 const int next = kt + kStages - 1;
                 if (next < k_tiles) load_stage(write_stage, next);
-                ptx::cp_async_commit();
+                ge::ptx::cp_async_commit();
                 write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
             }
             if (s < kKSteps - 1) {
@@ -74,7 +74,7 @@ __device__ __forceinline__ void mainloop(const GeProblem &p, float *smem, int m0
             } else {
                 constexpr int kHalf = Cfg::FRAGS_N / 2;
                 mma.template mma<0, kHalf>(frag[1]);
-                ptx::cp_async_wait<kStages - 2>();  // k-tile kt + 1 landed
+                ge::ptx::cp_async_wait<kStages - 2>();  // k-tile kt + 1 landed
                 __syncthreads();
                 read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;
                 if (kt + 1 < k_tiles) Mma::load(frag[0], stage_addr(read_stage), offsets, 0);
@@ -83,7 +83,7 @@ __device__ __forceinline__ void mainloop(const GeProblem &p, float *smem, int m0
         }
         mma.promote();  // Tf32x3: the k-block's sum into the accumulator (a no-op otherwise)
     }
-    ptx::cp_async_wait<0>();  // nothing may still target smem (the staged epilogue reuses it)
+    ge::ptx::cp_async_wait<0>();  // nothing may still target smem (the staged epilogue reuses it)
 }
 
 }  // namespace ge::sm80

@@ -13,8 +13,8 @@
 #include <cstdint>
 
 #include "../common/ptx.cuh"
+#include "../common/ptx_sm80.cuh"
 #include "config.cuh"
-#include "ptx.cuh"
 
 namespace ge::sm80 {
 
@@ -51,10 +51,10 @@ struct SmemTileLoader {
                 const float *p = src + (j * ROWS_PER_PASS + 8 * h) * ld;
                 const uint32_t d = dst + (j * ROWS_PER_PASS + 8 * h) * 32 * 4;
                 if constexpr (ACCESS == OperandAccess::Vec4) {
-                    ptx::cp_async_16(d, p, row < rows && gk < k);  // k % 4 == 0: all in or all out
+                    ge::ptx::cp_async_16(d, p, row < rows && gk < k);  // k % 4 == 0: all in or all out
                 } else {
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) ptx::cp_async_4(d + 4 * e, p + e, row < rows && gk + e < k);
+                    for (int e = 0; e < 4; ++e) ge::ptx::cp_async_4(d + 4 * e, p + e, row < rows && gk + e < k);
                 }
             }
         }

@@ -22,8 +22,8 @@
 #include <cstdint>
 
 #include "../common/ptx.cuh"
+#include "../common/ptx_sm80.cuh"
 #include "config.cuh"
-#include "ptx.cuh"
 #include "smem_tile.cuh"
 
 namespace ge::sm80 {
@@ -144,11 +144,11 @@ struct WarpMma {
 #pragma unroll
             for (int i = 0; i < Cfg::FRAGS_M; ++i) {
                 if constexpr (SPLIT) {  // small terms first, into the k-block's sum
-                    ptx::mma_m16n8k8_tf32(part[i][j], f.x_small[i], f.w[j]);
-                    ptx::mma_m16n8k8_tf32(part[i][j], f.x[i], f.w_small[j]);
-                    ptx::mma_m16n8k8_tf32(part[i][j], f.x[i], f.w[j]);
+                    ge::ptx::mma_m16n8k8_tf32(part[i][j], f.x_small[i], f.w[j]);
+                    ge::ptx::mma_m16n8k8_tf32(part[i][j], f.x[i], f.w_small[j]);
+                    ge::ptx::mma_m16n8k8_tf32(part[i][j], f.x[i], f.w[j]);
                 } else {
-                    ptx::mma_m16n8k8_tf32(acc[i][j], f.x[i], f.w[j]);
+                    ge::ptx::mma_m16n8k8_tf32(acc[i][j], f.x[i], f.w[j]);
                 }
             }
     }

@@ -20,38 +20,37 @@
 
 // NAME: the extern "C" symbol; P: its header prefix (P##_TILE_M ...); SCHEDULE: Schedule::...;
 // CLUSTER_M: CTAs per cluster along M; PRECISION: Precision::... (mainloop.cuh). The header's
-// THREADS and SMEM_BYTES are checked against the config they describe.
+// THREADS and SMEM_BYTES are checked against the config they describe, and every cluster entry's
+// against the others': the host asks cuOccupancyMaxActiveClusters once for all of them.
 #define GE_SM90_ENTRY(NAME, P, SCHEDULE, CLUSTER_M, PRECISION)                                                    \
     extern "C" __global__ void __launch_bounds__(P##_THREADS, 1) NAME(const __grid_constant__ GeSm90Params p) {   \
         using Config = ge::sm90::KernelConfig<P##_TILE_M, P##_TILE_N, P##_TILE_K, P##_STAGES, ge::sm90::SCHEDULE, \
                                               CLUSTER_M, ge::PRECISION>;                                          \
         static_assert(Config::THREADS == P##_THREADS, #P "_THREADS disagrees with the kernel config");            \
         static_assert(Config::SMEM_BYTES == P##_SMEM_BYTES, #P "_SMEM_BYTES disagrees with the kernel config");   \
+        static_assert(CLUSTER_M == 1 || (P##_SMEM_BYTES == GE_SM90_PINGPONG_128X128_SMEM_BYTES &&                 \
+                                         P##_THREADS == GE_SM90_PINGPONG_128X128_THREADS),                        \
+                      #NAME ": every cluster kernel has one block size and smem (one occupancy answer)");         \
         GE_SM90_BODY(Config)                                                                                      \
     }
 
 // clang-format off
-GE_SM90_ENTRY(ge_sm90_pingpong_128x128x32_s6,                   GE_SM90_PINGPONG_128X128,    Schedule::PingPong,    /*CLUSTER_M*/ 1,   Precision::Tf32)
-GE_SM90_ENTRY(ge_sm90_pingpong_128x128x32_s6_trunc,             GE_SM90_PINGPONG_128X128,    Schedule::PingPong,    /*CLUSTER_M*/ 1,   Precision::Tf32Truncated)
-GE_SM90_ENTRY(ge_sm90_pingpong_64x128x32_s8,                    GE_SM90_PINGPONG_64X128,     Schedule::PingPong,    /*CLUSTER_M*/ 1,   Precision::Tf32)
-GE_SM90_ENTRY(ge_sm90_pingpong_64x128x32_s8_trunc,              GE_SM90_PINGPONG_64X128,     Schedule::PingPong,    /*CLUSTER_M*/ 1,   Precision::Tf32Truncated)
-GE_SM90_ENTRY(ge_sm90_pingpong_64x64x32_s12,                    GE_SM90_PINGPONG_64X64,      Schedule::PingPong,    /*CLUSTER_M*/ 1,   Precision::Tf32)
-GE_SM90_ENTRY(ge_sm90_pingpong_64x64x32_s12_trunc,              GE_SM90_PINGPONG_64X64,      Schedule::PingPong,    /*CLUSTER_M*/ 1,   Precision::Tf32Truncated)
-GE_SM90_ENTRY(ge_sm90_pingpong_128x128x32_s6_cluster2,          GE_SM90_PINGPONG_128X128,    Schedule::PingPong,    GE_SM90_CLUSTER_M, Precision::Tf32)
-GE_SM90_ENTRY(ge_sm90_pingpong_128x128x32_s6_cluster2_trunc,    GE_SM90_PINGPONG_128X128,    Schedule::PingPong,    GE_SM90_CLUSTER_M, Precision::Tf32Truncated)
-GE_SM90_ENTRY(ge_sm90_cooperative_128x256x32_s4,                GE_SM90_COOPERATIVE_128X256, Schedule::Cooperative, /*CLUSTER_M*/ 1,   Precision::Tf32)
-GE_SM90_ENTRY(ge_sm90_cooperative_128x256x32_s4_trunc,          GE_SM90_COOPERATIVE_128X256, Schedule::Cooperative, /*CLUSTER_M*/ 1,   Precision::Tf32Truncated)
-GE_SM90_ENTRY(ge_sm90_cooperative_128x256x32_s4_cluster2,       GE_SM90_COOPERATIVE_128X256, Schedule::Cooperative, GE_SM90_CLUSTER_M, Precision::Tf32)
-GE_SM90_ENTRY(ge_sm90_cooperative_128x256x32_s4_cluster2_trunc, GE_SM90_COOPERATIVE_128X256, Schedule::Cooperative, GE_SM90_CLUSTER_M, Precision::Tf32Truncated)
-GE_SM90_ENTRY(ge_sm90_cooperative_128x128x32_s4_x3,             GE_SM90_COOPERATIVE_128X128_X3, Schedule::Cooperative,    /*CLUSTER_M*/ 1,   Precision::Tf32x3)
-GE_SM90_ENTRY(ge_sm90_cooperative_128x128x32_s4_cluster2_x3,    GE_SM90_COOPERATIVE_128X128_X3, Schedule::Cooperative,    GE_SM90_CLUSTER_M, Precision::Tf32x3)
-GE_SM90_ENTRY(ge_sm90_pingpong_64x128x32_s4_x3,                 GE_SM90_PINGPONG_64X128_X3,  Schedule::PingPong,    /*CLUSTER_M*/ 1,   Precision::Tf32x3)
+GE_SM90_ENTRY(ge_sm90_pingpong_128x128x32_s6_rmem_a,             GE_SM90_PINGPONG_128X128,       Schedule::PingPong,    /*CLUSTER_M*/ 1,   Precision::Tf32)
+GE_SM90_ENTRY(ge_sm90_pingpong_128x128x32_s6_smem_a,             GE_SM90_PINGPONG_128X128,       Schedule::PingPong,    /*CLUSTER_M*/ 1,   Precision::Tf32Truncated)
+GE_SM90_ENTRY(ge_sm90_pingpong_64x128x32_s8_rmem_a,              GE_SM90_PINGPONG_64X128,        Schedule::PingPong,    /*CLUSTER_M*/ 1,   Precision::Tf32)
+GE_SM90_ENTRY(ge_sm90_pingpong_64x128x32_s8_smem_a,              GE_SM90_PINGPONG_64X128,        Schedule::PingPong,    /*CLUSTER_M*/ 1,   Precision::Tf32Truncated)
+GE_SM90_ENTRY(ge_sm90_pingpong_64x64x32_s12_rmem_a,              GE_SM90_PINGPONG_64X64,         Schedule::PingPong,    /*CLUSTER_M*/ 1,   Precision::Tf32)
+GE_SM90_ENTRY(ge_sm90_pingpong_64x64x32_s12_smem_a,              GE_SM90_PINGPONG_64X64,         Schedule::PingPong,    /*CLUSTER_M*/ 1,   Precision::Tf32Truncated)
+GE_SM90_ENTRY(ge_sm90_pingpong_128x128x32_s6_cluster2_rmem_a,    GE_SM90_PINGPONG_128X128,       Schedule::PingPong,    GE_SM90_CLUSTER_M, Precision::Tf32)
+GE_SM90_ENTRY(ge_sm90_pingpong_128x128x32_s6_cluster2_smem_a,    GE_SM90_PINGPONG_128X128,       Schedule::PingPong,    GE_SM90_CLUSTER_M, Precision::Tf32Truncated)
+GE_SM90_ENTRY(ge_sm90_cooperative_128x256x32_s4_rmem_a,          GE_SM90_COOPERATIVE_128X256,    Schedule::Cooperative, /*CLUSTER_M*/ 1,   Precision::Tf32)
+GE_SM90_ENTRY(ge_sm90_cooperative_128x256x32_s4_smem_a,          GE_SM90_COOPERATIVE_128X256,    Schedule::Cooperative, /*CLUSTER_M*/ 1,   Precision::Tf32Truncated)
+GE_SM90_ENTRY(ge_sm90_cooperative_128x256x32_s4_cluster2_rmem_a, GE_SM90_COOPERATIVE_128X256,    Schedule::Cooperative, GE_SM90_CLUSTER_M, Precision::Tf32)
+GE_SM90_ENTRY(ge_sm90_cooperative_128x256x32_s4_cluster2_smem_a, GE_SM90_COOPERATIVE_128X256,    Schedule::Cooperative, GE_SM90_CLUSTER_M, Precision::Tf32Truncated)
+GE_SM90_ENTRY(ge_sm90_cooperative_128x128x32_s4_x3,              GE_SM90_COOPERATIVE_128X128_X3, Schedule::Cooperative, /*CLUSTER_M*/ 1,   Precision::Tf32x3)
+GE_SM90_ENTRY(ge_sm90_cooperative_128x128x32_s4_cluster2_x3,     GE_SM90_COOPERATIVE_128X128_X3, Schedule::Cooperative, GE_SM90_CLUSTER_M, Precision::Tf32x3)
+GE_SM90_ENTRY(ge_sm90_pingpong_64x128x32_s4_x3,                  GE_SM90_PINGPONG_64X128_X3,     Schedule::PingPong,    /*CLUSTER_M*/ 1,   Precision::Tf32x3)
 // clang-format on
-
-// One cuOccupancyMaxActiveClusters answer serves both cluster kernels.
-static_assert(GE_SM90_COOPERATIVE_128X256_SMEM_BYTES == GE_SM90_PINGPONG_128X128_SMEM_BYTES &&
-                  GE_SM90_COOPERATIVE_128X256_THREADS == GE_SM90_PINGPONG_128X128_THREADS,
-              "the two cluster kernels must share block size and smem");
 
 #undef GE_SM90_ENTRY
 #undef GE_SM90_BODY

@@ -17,8 +17,9 @@ use crate::kernels::{Kernel, Precision};
 /// How [`crate::FusedGemm`] picks a kernel.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Dispatch {
-    /// The fastest kernel that can run the call and gives the rounding asked for
-    /// ([`crate::FusedGemm::with_precision`]; docs/TILING.md has the rules).
+    /// The fastest kernel that can run the call and gives the precision asked for or a more
+    /// accurate one (a `Tf32Truncated` handle may get `Tf32`: [`crate::FusedGemm::with_precision`]);
+    /// docs/TILING.md has the rules.
     #[default]
     Auto,
     /// Exactly this kernel; a call it cannot run fails with [`Error::KernelUnavailable`]. Its
@@ -51,18 +52,20 @@ pub(crate) fn default_precision(_device: &DeviceInfo) -> Precision {
     Precision::Tf32
 }
 
-/// Least waves of [`Kernel::Sm90Cooperative128x256Cluster2Trunc`]'s 256×256 cluster tiles for which
+/// Least waves of [`Kernel::Sm90Cooperative128x256Cluster2SmemA`]'s 256×256 cluster tiles for which
 /// Auto prefers it to the ping-pong: it moves the fewest bytes per FLOP and so holds the highest
-/// clock under the power cap, but with one or two waves its larger tile quantizes worse.
+/// clock under the power cap, but with one or two waves its larger tile quantizes worse
+/// (docs/BENCHMARKS.md, "Tuned constants").
 const LARGE_WAVES: u64 = 3;
 
 /// Most K for which the 128×128 ping-pong cluster kernel runs where the cooperative cluster
-/// kernel's waves would allow it: with 24–32 k-blocks a tile, the ping-pong's overlap of one
+/// kernel's waves would allow it: with few k-blocks a tile, the ping-pong's overlap of one
 /// consumer's epilogue with the other's mainloop is worth more than the cooperative tile's
-/// bytes per FLOP (sustained samples, docs/BENCHMARKS.md, "Ragged last waves and short K").
+/// bytes per FLOP (docs/BENCHMARKS.md, "Tuned constants").
 const LARGE_SHORT_K: usize = 1024;
 
-/// Below this many multiply-adds, repacking (two extra launches) costs more than it saves.
+/// Below this many multiply-adds, repacking (two extra launches) costs more than it saves
+/// (docs/BENCHMARKS.md, "Tuned constants").
 const REPACK_MIN_MACS: u64 = 1 << 27;
 
 /// How large a problem is, for the preference table.
@@ -92,13 +95,13 @@ impl Size {
         let sms = device.sm_count as u64;
         let one_wave_of = |k: Kernel| s.tiles(k) <= sms;
         let clusters = occupancy.max_active_clusters as u64;
-        let cooperative = Kernel::Sm90Cooperative128x256Cluster2Trunc;
+        let cooperative = Kernel::Sm90Cooperative128x256Cluster2SmemA;
         if clusters > 0 && s.cluster_tiles(cooperative) >= LARGE_WAVES * clusters {
             if s.k <= LARGE_SHORT_K
                 || ragged(
                     s,
                     cooperative,
-                    Kernel::Sm90Pingpong128x128Cluster2Trunc,
+                    Kernel::Sm90Pingpong128x128Cluster2SmemA,
                     clusters,
                     PINGPONG_CLUSTER_HALF_COST,
                 )
@@ -109,19 +112,19 @@ impl Size {
             }
         } else if s.tiles(Kernel::Sm80Mma128x128Vec4) >= sms {
             // Only while the 64×128 tiles' own last wave is not shared: with a shared tail the
-            // 64×128 ping-pong took 1.53× the 128×128 one's time at 1024×11008×4096 (not
-            // understood: docs/BENCHMARKS.md, "Still open").
-            let half = Kernel::Sm90Pingpong64x128Trunc;
+            // 64×128 ping-pong lost to the 128×128 one, for a reason not yet understood
+            // (docs/BENCHMARKS.md, "Still open").
+            let half = Kernel::Sm90Pingpong64x128SmemA;
             if !stream_k::shares_last_wave(half.family(), s.tiles(half), sms, s.k_blocks(half))
-                && ragged(s, Kernel::Sm90Pingpong128x128Trunc, half, sms, PINGPONG_64X128_HALF_COST)
+                && ragged(s, Kernel::Sm90Pingpong128x128SmemA, half, sms, PINGPONG_64X128_HALF_COST)
             {
                 Size::Medium64x128
             } else {
                 Size::Medium
             }
-        } else if one_wave_of(Kernel::Sm90Pingpong64x64Trunc) {
+        } else if one_wave_of(Kernel::Sm90Pingpong64x64SmemA) {
             Size::Small64x64
-        } else if one_wave_of(Kernel::Sm90Pingpong64x128Trunc) {
+        } else if one_wave_of(Kernel::Sm90Pingpong64x128SmemA) {
             Size::Small64x128
         } else {
             Size::Small
@@ -137,14 +140,13 @@ const PINGPONG_64X128_HALF_COST: (u64, u64) = (8, 7);
 
 /// Whether the (cluster) tiles of kernel `big` on `s`, each twice the area of one of kernel
 /// `half`'s that cover the same output, take longer in waves of `wave` than the half tiles, each
-/// of which costs `cost` of half a big one: the big tiles' last wave is ragged where the half tiles' is not (4096×768
-/// takes 2 waves of 128×128 tiles on 132 SMs, 192 tiles, but 3 half waves' worth of 64×128
-/// ones, 384 tiles). Not when stream-K shares the big tiles' last wave (from 8 full waves on,
-/// of long enough tiles and not too full: `stream_k::shares_last_wave`), which evens it out.
-/// The costs are measured. The ping-pong cluster tile costs about what half a cooperative one
-/// does: 1.01–1.03× with the waves even (4096³, 8192×4096×4096), and a tie goes to the
-/// cooperative tile. The 64×128 tile costs 8/7: it lost in the sweep at
-/// 512×14336×4096, 7 half waves against 8 (docs/BENCHMARKS.md, "Ragged last waves and short K").
+/// of which costs `cost` of half a big one: the big tiles' last wave is ragged where the half
+/// tiles' is not (4096×768 takes 2 waves of 128×128 tiles on 132 SMs, 192 tiles, but 3 half
+/// waves' worth of 64×128 ones, 384 tiles). Not when stream-K shares the big tiles' last wave
+/// (`stream_k::shares_last_wave`), which evens it out. The costs are measured: the ping-pong
+/// cluster tile costs about what half a cooperative one does, and a tie goes to the cooperative
+/// tile; the 64×128 tile costs a little more than half a 128×128 one (docs/BENCHMARKS.md,
+/// "Tuned constants").
 fn ragged(s: Shape, big: Kernel, half: Kernel, wave: u64, cost: (u64, u64)) -> bool {
     let (big_tiles, half_tiles) = (s.cluster_tiles(big), s.cluster_tiles(half));
     !stream_k::shares_last_wave(big.family(), big_tiles, wave, s.k_blocks(big))
@@ -163,28 +165,28 @@ fn preference(size: Size, aligned_rows: bool, precision: Precision) -> &'static 
     use Size::*;
     match (size, aligned_rows, precision) {
         (Large, true, Precision::Tf32Truncated) => &[
-            Sm90Cooperative128x256Cluster2Trunc,
-            Sm90Pingpong128x128Trunc,
+            Sm90Cooperative128x256Cluster2SmemA,
+            Sm90Pingpong128x128SmemA,
             Sm80Mma128x256Vec4Trunc,
             Sm80Mma128x128Vec4Trunc,
             Sm80Mma64x64Vec4,
         ],
         (LargePingpong, true, Precision::Tf32Truncated) => &[
-            Sm90Pingpong128x128Cluster2Trunc,
-            Sm90Pingpong128x128Trunc,
+            Sm90Pingpong128x128Cluster2SmemA,
+            Sm90Pingpong128x128SmemA,
             Sm80Mma128x256Vec4Trunc,
             Sm80Mma128x128Vec4Trunc,
             Sm80Mma64x64Vec4,
         ],
         (Medium, true, Precision::Tf32Truncated) => {
-            &[Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4Trunc, Sm80Mma128x128Vec4Trunc, Sm80Mma64x64Vec4]
+            &[Sm90Pingpong128x128SmemA, Sm80Mma128x256Vec4Trunc, Sm80Mma128x128Vec4Trunc, Sm80Mma64x64Vec4]
         }
         (Medium64x128, true, Precision::Tf32Truncated) => {
-            &[Sm90Pingpong64x128Trunc, Sm80Mma128x256Vec4Trunc, Sm80Mma128x128Vec4Trunc, Sm80Mma64x64Vec4]
+            &[Sm90Pingpong64x128SmemA, Sm80Mma128x256Vec4Trunc, Sm80Mma128x128Vec4Trunc, Sm80Mma64x64Vec4]
         }
-        (Small64x64, true, Precision::Tf32Truncated) => &[Sm90Pingpong64x64Trunc, Sm80Mma64x64Vec4],
-        (Small64x128, true, Precision::Tf32Truncated) => &[Sm90Pingpong64x128Trunc, Sm80Mma64x64Vec4],
-        (Small, true, Precision::Tf32Truncated) => &[Sm90Pingpong128x128Trunc, Sm80Mma64x64Vec4],
+        (Small64x64, true, Precision::Tf32Truncated) => &[Sm90Pingpong64x64SmemA, Sm80Mma64x64Vec4],
+        (Small64x128, true, Precision::Tf32Truncated) => &[Sm90Pingpong64x128SmemA, Sm80Mma64x64Vec4],
+        (Small, true, Precision::Tf32Truncated) => &[Sm90Pingpong128x128SmemA, Sm80Mma64x64Vec4],
         // Tf32x3: three times the tensor-core work per byte, so the 128×128 cooperative from one
         // wave of its tiles on, the 64×128 ping-pong below; the mma.sync kernels split both operands
         // themselves and take any W.
@@ -196,28 +198,28 @@ fn preference(size: Size, aligned_rows: bool, precision: Precision) -> &'static 
         // Tf32 on sm_90: the kernels that feed both operands from shared memory, launched with
         // TF32 tensor maps so that the TMA rounds them on load (Plan::round_on_load): the
         // truncating kernels' speed at cuBLAS's rounding, any W (no rounded copy needed). The
-        // kernels that round X in registers stall their own wgmma issue, most on medium
-        // problems (docs/BENCHMARKS.md, "The medium-size rounding kernel"), so they run only
-        // when forced. Off sm_90, mma.sync rounding in registers.
+        // kernels that round X in registers (`RmemA`) stall their own wgmma issue, most on
+        // medium problems (docs/notebook/BENCHMARKS-notebook.md, "3xTF32 (`Precision::Tf32x3`)
+        // and the medium-size rounding kernel"), so they run only when forced. Off sm_90, mma.sync rounding in registers.
         (Large, true, _) => &[
-            Sm90Cooperative128x256Cluster2Trunc,
-            Sm90Pingpong128x128Trunc,
+            Sm90Cooperative128x256Cluster2SmemA,
+            Sm90Pingpong128x128SmemA,
             Sm80Mma128x256Vec4,
             Sm80Mma128x128Vec4,
             Sm80Mma64x64Vec4,
         ],
         (LargePingpong, true, _) => &[
-            Sm90Pingpong128x128Cluster2Trunc,
-            Sm90Pingpong128x128Trunc,
+            Sm90Pingpong128x128Cluster2SmemA,
+            Sm90Pingpong128x128SmemA,
             Sm80Mma128x256Vec4,
             Sm80Mma128x128Vec4,
             Sm80Mma64x64Vec4,
         ],
-        (Medium, true, _) => &[Sm90Pingpong128x128Trunc, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
-        (Medium64x128, true, _) => &[Sm90Pingpong64x128Trunc, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
-        (Small64x64, true, _) => &[Sm90Pingpong64x64Trunc, Sm80Mma64x64Vec4],
-        (Small64x128, true, _) => &[Sm90Pingpong64x128Trunc, Sm80Mma64x64Vec4],
-        (Small, true, _) => &[Sm90Pingpong128x128Trunc, Sm80Mma64x64Vec4],
+        (Medium, true, _) => &[Sm90Pingpong128x128SmemA, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
+        (Medium64x128, true, _) => &[Sm90Pingpong64x128SmemA, Sm80Mma128x256Vec4, Sm80Mma128x128Vec4, Sm80Mma64x64Vec4],
+        (Small64x64, true, _) => &[Sm90Pingpong64x64SmemA, Sm80Mma64x64Vec4],
+        (Small64x128, true, _) => &[Sm90Pingpong64x128SmemA, Sm80Mma64x64Vec4],
+        (Small, true, _) => &[Sm90Pingpong128x128SmemA, Sm80Mma64x64Vec4],
         (Large | LargePingpong | Medium | Medium64x128, false, _) => {
             &[Sm80Mma128x256Scalar, Sm80Mma128x128Scalar, Sm80Mma64x64Scalar]
         }
@@ -226,15 +228,13 @@ fn preference(size: Size, aligned_rows: bool, precision: Precision) -> &'static 
 }
 
 /// Most elements of W (N·K) for which Auto runs a skinny kernel, by the X rows it holds: up to
-/// 3·2²² (48 MiB) for M ≤ 8 and 2²² for M ≤ 16. Beyond them the TMA kernels stream W faster
-/// (docs/BENCHMARKS.md, "Decoding sizes: the skinny kernels", and for M ≤ 8 "Small M: no split
-/// from 64 tiles": 64 unsplit 64×64 tiles took 0.91–0.97× the skinny kernel's time at
-/// 1×4096×4096 and 8×4096×4096): the skinny kernels' gain is latency, on a W that stays in L2.
+/// 3·2²² (48 MiB) for M ≤ 8 and 2²² for M ≤ 16. Beyond them the TMA kernels stream W faster:
+/// the skinny kernels' gain is latency, on a W that stays in L2 (docs/BENCHMARKS.md, "Tuned constants").
 const SKINNY_MAX_W: [(usize, u64); 2] = [(8, 3 << 22), (16, 1 << 22)];
 
 /// [`SKINNY_MAX_W`]'s M ≤ 8 limit for `Tf32x3`, whose TMA alternative (the 64×128 kernel, three
 /// wgmmas per k-step) was not raced against the skinny build on W past 2²²: the limit it was
-/// chosen with, 2²⁴.
+/// chosen with (docs/BENCHMARKS.md, "Tuned constants").
 const SKINNY_MAX_W_TF32X3_ROWS8: u64 = 1 << 24;
 
 /// Auto's skinny kernel for a call, tried before [`preference`]'s (sm_90, M ≤ 16, a W small
@@ -266,8 +266,7 @@ fn skinny_preference(s: Shape, device: &DeviceInfo, precision: Precision) -> &'s
 }
 
 /// Most rows of X for which Auto runs a GEMV kernel on sm_90: the CUDA cores' FMAs (M per W
-/// element) keep up with DRAM while M is this small (docs/BENCHMARKS.md, "Decoding sizes: the
-/// GEMV kernels").
+/// element) keep up with DRAM while M is this small (docs/BENCHMARKS.md, "Tuned constants").
 const GEMV_MAX_M: usize = 4;
 
 /// The elements of W (N·K) between which Auto leaves the GEMV kernels out: from 2²⁴ (64 MiB,
@@ -275,7 +274,7 @@ const GEMV_MAX_M: usize = 4;
 /// 512-byte warp loads read it fastest; below 2²² the call is latency-bound and the GEMV's short
 /// CTAs finish first. In between, with W resident in L2 across calls, the GEMV lost most of the
 /// raced points to the skinny or TMA kernels, so the kernels that ran there before keep it
-/// (docs/BENCHMARKS.md, "Decoding sizes: the GEMV kernels", has the races).
+/// (docs/BENCHMARKS.md, "Tuned constants").
 const GEMV_L2_RESIDENT_W: (u64, u64) = (1 << 22, 1 << 24);
 
 /// Auto's GEMV kernel for a call, tried before [`skinny_preference`]'s (sm_90, M ≤
@@ -311,8 +310,8 @@ fn gemv_preference(s: Shape, device: &DeviceInfo, precision: Precision) -> &'sta
 }
 
 /// Chooses the kernel for a validated, non-empty call and plans its launch. With
-/// [`Dispatch::Auto`], the first kernel of [`preference`] that can run it and gives
-/// `policy.precision`; a forced kernel runs as it is, except that a kernel that can round on
+/// [`Dispatch::Auto`], the first kernel of [`preference`] that can run it (each list gives
+/// `policy.precision`, or for `Tf32Truncated` falls back to rounding kernels); a forced kernel runs as it is, except that a kernel that can round on
 /// load ([`Kernel::can_round_on_load`]) does so under a handle asking for at least `Tf32`.
 pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy, c: Call) -> Result<Plan> {
     let s = c.shape;

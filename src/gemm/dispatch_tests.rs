@@ -89,7 +89,7 @@ fn RTX4090() -> Dev {
 fn auto_prefers_wgmma_on_hopper_and_mma_sync_elsewhere() {
     let s = shape(16384, 4096, 4096);
     let p = select(&H200(), Dispatch::Auto, s, (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
-    assert_eq!(p.kernel, Kernel::Sm90Cooperative128x256Cluster2Trunc);
+    assert_eq!(p.kernel, Kernel::Sm90Cooperative128x256Cluster2SmemA);
     assert_eq!(p.grid, 132, "persistent: one CTA per SM (66 clusters of 2)");
     let p = select(&A100(), Dispatch::Auto, s, (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
     assert_eq!((p.kernel, p.grid), (Kernel::Sm80Mma128x256Vec4, 128 * 16));
@@ -122,7 +122,7 @@ fn a_workspace_lets_unaligned_operands_reach_the_fast_kernels() {
     let s = shape(16383, 4095, 4097);
     let need = (16383 + 4095) * 4128;
     let p = select(&H200(), Dispatch::Auto, s, (ALIGNED, 4097), (ALIGNED, 4097), need).unwrap();
-    assert_eq!((p.kernel, p.repack_x, p.repack_w), (Kernel::Sm90Cooperative128x256Cluster2Trunc, true, true));
+    assert_eq!((p.kernel, p.repack_x, p.repack_w), (Kernel::Sm90Cooperative128x256Cluster2SmemA, true, true));
     assert_eq!(p.workspace_len(), need);
     // One element short: no repack, the scalar kernel, and still no error.
     let p = select(&H200(), Dispatch::Auto, s, (ALIGNED, 4097), (ALIGNED, 4097), need - 1).unwrap();
@@ -135,7 +135,7 @@ fn a_workspace_lets_unaligned_operands_reach_the_fast_kernels() {
     let p = select(&H200(), Dispatch::Auto, shape(33, 65, 4095), (ALIGNED, 4095), (ALIGNED, 4095), usize::MAX).unwrap();
     assert_eq!((p.kernel, p.repack_x), (Kernel::Sm80Mma64x64Scalar, false));
     // ...unless a kernel that needs them is forced.
-    let g = Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc);
+    let g = Dispatch::Force(Kernel::Sm90Pingpong128x128SmemA);
     let p = select(&H200(), g, shape(33, 65, 4095), (ALIGNED, 4095), (ALIGNED, 4095), usize::MAX).unwrap();
     assert!(p.repack_x && p.repack_w);
     // Scalar kernels never repack.
@@ -164,7 +164,7 @@ fn rounding_decides_between_truncating_and_rounding_kernels() {
     let p = pick(&H200(), Nearest, 0);
     assert_eq!(
         (p.kernel, p.repack_x, p.repack_w, p.precision, p.round_on_load),
-        (Kernel::Sm90Cooperative128x256Cluster2Trunc, false, false, Nearest, true)
+        (Kernel::Sm90Cooperative128x256Cluster2SmemA, false, false, Nearest, true)
     );
     assert_eq!(p.workspace_len(), 0);
     let p = pick(&H200(), Nearest, usize::MAX);
@@ -173,19 +173,19 @@ fn rounding_decides_between_truncating_and_rounding_kernels() {
     let p = select_prepared(&H200(), Dispatch::Auto, Nearest, s, a, 0).unwrap();
     assert_eq!(
         (p.kernel, p.repack_x, p.repack_w, p.precision, p.workspace_len()),
-        (Kernel::Sm90Cooperative128x256Cluster2Trunc, false, false, Nearest, 0)
+        (Kernel::Sm90Cooperative128x256Cluster2SmemA, false, false, Nearest, 0)
     );
     // ...and the same kernel truncates, with fp32 maps, when asked to.
     let p = pick(&H200(), Truncate, usize::MAX);
     assert_eq!(
         (p.kernel, p.repack_x, p.repack_w, p.precision, p.round_on_load),
-        (Kernel::Sm90Cooperative128x256Cluster2Trunc, false, false, Truncate, false)
+        (Kernel::Sm90Cooperative128x256Cluster2SmemA, false, false, Truncate, false)
     );
     // Each size class has its kernel, the truncating one's, for either rounding.
     for (m, k) in [
-        (17, Kernel::Sm90Pingpong64x64Trunc),
-        (200, Kernel::Sm90Pingpong64x128Trunc),
-        (1024, Kernel::Sm90Pingpong128x128Trunc),
+        (17, Kernel::Sm90Pingpong64x64SmemA),
+        (200, Kernel::Sm90Pingpong64x128SmemA),
+        (1024, Kernel::Sm90Pingpong128x128SmemA),
     ] {
         for r in [Nearest, Truncate] {
             let p = select_prepared(&H200(), Dispatch::Auto, r, shape(m, 4096, 4096), a, 0).unwrap();
@@ -197,20 +197,20 @@ fn rounding_decides_between_truncating_and_rounding_kernels() {
     let p = select_kernel(&H200(), Dispatch::Auto, Nearest, small, (ALIGNED, 64), (ALIGNED, 64), usize::MAX).unwrap();
     assert_eq!(
         (p.kernel, p.precision, p.repack_w, p.round_on_load),
-        (Kernel::Sm90Pingpong64x64Trunc, Nearest, false, true)
+        (Kernel::Sm90Pingpong64x64SmemA, Nearest, false, true)
     );
     // A forced kernel runs as it is, and the plan says how it rounds...
     let p =
         select_kernel(&H200(), Dispatch::Force(Kernel::Sm80Mma128x256Vec4Trunc), Nearest, s, a, a, usize::MAX).unwrap();
     assert_eq!((p.precision, p.repack_x), (Truncate, false));
     // ...but a kernel that can round on load does so for a handle that asks for rounding.
-    let p = select_prepared(&H200(), Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc), Nearest, s, a, 0).unwrap();
+    let p = select_prepared(&H200(), Dispatch::Force(Kernel::Sm90Pingpong128x128SmemA), Nearest, s, a, 0).unwrap();
     assert_eq!((p.precision, p.round_on_load), (Nearest, true), "the TMA rounds X and W");
-    let p = select_kernel(&H200(), Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc), Truncate, s, a, a, 0).unwrap();
+    let p = select_kernel(&H200(), Dispatch::Force(Kernel::Sm90Pingpong128x128SmemA), Truncate, s, a, a, 0).unwrap();
     assert_eq!((p.precision, p.round_on_load), (Truncate, false));
     // A forced kernel that rounds X in registers needs W rounded: prepared, or room to round it into.
     let w_len = 4096 * 4096;
-    let forced = Dispatch::Force(Kernel::Sm90Pingpong128x128);
+    let forced = Dispatch::Force(Kernel::Sm90Pingpong128x128RmemA);
     let e = select_kernel(&H200(), forced, Nearest, s, a, a, w_len - 1).unwrap_err();
     assert!(matches!(e, Error::KernelUnavailable { .. }) && e.to_string().contains("prepared weight"), "{e}");
     let p = select_kernel(&H200(), forced, Truncate, s, a, a, w_len).unwrap();
@@ -223,11 +223,11 @@ fn rounding_decides_between_truncating_and_rounding_kernels() {
     let u = (ALIGNED, 4097);
     let s = shape(16383, 4095, 4097);
     let p = select_kernel(&H200(), Dispatch::Auto, Truncate, s, u, u, usize::MAX).unwrap();
-    assert_eq!((p.kernel, p.precision), (Kernel::Sm90Cooperative128x256Cluster2Trunc, Nearest));
+    assert_eq!((p.kernel, p.precision), (Kernel::Sm90Cooperative128x256Cluster2SmemA, Nearest));
     let p = select_kernel(&H200(), Dispatch::Auto, Nearest, s, u, u, usize::MAX).unwrap();
     assert_eq!(
         (p.kernel, p.repack_x, p.repack_w, p.precision),
-        (Kernel::Sm90Cooperative128x256Cluster2Trunc, true, true, Nearest)
+        (Kernel::Sm90Cooperative128x256Cluster2SmemA, true, true, Nearest)
     );
 }
 
@@ -235,7 +235,7 @@ fn rounding_decides_between_truncating_and_rounding_kernels() {
 fn stream_k_when_a_workspace_has_room() {
     let a = |k| (ALIGNED, k);
     // The ping-pong kernel (Auto's choice for fewer than 3 waves of 256×256 cluster tiles).
-    let pp = Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc);
+    let pp = Dispatch::Force(Kernel::Sm90Pingpong128x128SmemA);
     let plan = |s: Shape, ws| select(&H200(), pp, s, a(s.k), a(s.k), ws).unwrap();
     // A partial tile and a ready word (two f32 elements) per CTA, and the ticket word.
     let sk_len = |grid: usize, _tiles: usize| grid * 128 * 128 + 2 * (grid + 1);
@@ -243,7 +243,7 @@ fn stream_k_when_a_workspace_has_room() {
     // of 132 and 4 tiles; those 4 are shared with the wave before (136 stream-K tiles).
     let s = shape(16384, 4096, 4096);
     let p = plan(s, usize::MAX);
-    assert_eq!((p.kernel, p.grid, p.stream_k_tiles), (Kernel::Sm90Pingpong128x128Trunc, 132, 136));
+    assert_eq!((p.kernel, p.grid, p.stream_k_tiles), (Kernel::Sm90Pingpong128x128SmemA, 132, 136));
     assert_eq!(p.workspace_len(), sk_len(132, 136));
     // 2048 tiles: 15 waves and 68 tiles, more than a quarter wave: those 68 alone.
     assert_eq!(plan(shape(8192, 4096, 4096), usize::MAX).stream_k_tiles, 68);
@@ -281,7 +281,7 @@ fn stream_k_when_a_workspace_has_room() {
     let repacks = (64 + 3000) * 4128;
     let sk = 94 * 64 * 64 + 2 * (94 + 1);
     let p = select(&H200(), Dispatch::Auto, u, a(4097), a(4097), repacks + sk).unwrap();
-    assert_eq!((p.kernel, p.repack_x, p.grid, p.stream_k_tiles), (Kernel::Sm90Pingpong64x64Trunc, true, 94, 47));
+    assert_eq!((p.kernel, p.repack_x, p.grid, p.stream_k_tiles), (Kernel::Sm90Pingpong64x64SmemA, true, 94, 47));
     assert_eq!(p.workspace_len(), repacks + sk);
 }
 
@@ -292,28 +292,28 @@ fn stream_k_for_cluster_and_cooperative_kernels_counts_clusters() {
     let reference = shape(16384, 4096, 4096);
     // Cooperative 128×256, no cluster: 2048 tiles = 15 waves of 132 and 68 tiles; two
     // ready words per CTA (one per consumer warpgroup).
-    let p = forced(Kernel::Sm90Cooperative128x256Trunc, reference);
+    let p = forced(Kernel::Sm90Cooperative128x256SmemA, reference);
     assert_eq!((p.grid, p.stream_k_ctas, p.stream_k_tiles), (132, 132, 68));
     assert_eq!(p.workspace_len(), 132 * 128 * 256 + 2 * (132 * 2 + 1));
     // Its 2-CTA clusters: 1024 cluster tiles of 256×256 = 15 waves of 66 clusters and 34; a
     // slot of two 128×256 tiles per cluster, a ready word per (cluster, CTA, consumer).
-    let p = forced(Kernel::Sm90Cooperative128x256Cluster2Trunc, reference);
+    let p = forced(Kernel::Sm90Cooperative128x256Cluster2SmemA, reference);
     assert_eq!((p.grid, p.cluster, p.stream_k_ctas, p.stream_k_tiles), (132, 2, 66, 34));
     assert_eq!(p.workspace_len(), 66 * 2 * 128 * 256 + 2 * (66 * 2 * 2 + 1));
     // Ping-pong clusters: 2048 cluster tiles = 31 waves of 66 and 2, under a quarter wave:
     // shared with the wave before.
-    let p = forced(Kernel::Sm90Pingpong128x128Cluster2Trunc, reference);
+    let p = forced(Kernel::Sm90Pingpong128x128Cluster2SmemA, reference);
     assert_eq!((p.grid, p.stream_k_ctas, p.stream_k_tiles), (132, 66, 68));
     assert_eq!(p.workspace_len(), 66 * 2 * 128 * 128 + 2 * (66 * 2 + 1));
     // Split-K: M = 1 has 16 cluster tiles of 256×256, each shared by 4 of the 66 clusters.
-    let p = forced(Kernel::Sm90Cooperative128x256Cluster2Trunc, shape(1, 4096, 4096));
+    let p = forced(Kernel::Sm90Cooperative128x256Cluster2SmemA, shape(1, 4096, 4096));
     assert_eq!((p.grid, p.stream_k_ctas, p.stream_k_tiles), (128, 64, 16));
     // 4096³: 256 cluster tiles, 3 waves and 58: too few waves to share the last.
-    let p = forced(Kernel::Sm90Cooperative128x256Cluster2Trunc, shape(4096, 4096, 4096));
+    let p = forced(Kernel::Sm90Cooperative128x256Cluster2SmemA, shape(4096, 4096, 4096));
     assert_eq!((p.grid, p.stream_k_tiles), (132, 0));
     // No cluster fits (max_active_clusters = 0): the cluster kernels are refused, never split.
     let no_clusters = no_clusters();
-    let forced_c2 = Dispatch::Force(Kernel::Sm90Cooperative128x256Cluster2Trunc);
+    let forced_c2 = Dispatch::Force(Kernel::Sm90Cooperative128x256Cluster2SmemA);
     assert!(select(&no_clusters, forced_c2, reference, a(4096), a(4096), usize::MAX).is_err());
 }
 
@@ -372,12 +372,12 @@ fn small_problems_take_the_small_tile() {
 #[test]
 fn forcing_a_kernel_that_cannot_run_is_an_error() {
     let s = shape(64, 64, 64);
-    let e = select(&A100(), Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc), s, (ALIGNED, 64), (ALIGNED, 64), 0)
+    let e = select(&A100(), Dispatch::Force(Kernel::Sm90Pingpong128x128SmemA), s, (ALIGNED, 64), (ALIGNED, 64), 0)
         .unwrap_err();
-    assert!(matches!(e, Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128Trunc, .. }), "{e}");
+    assert!(matches!(e, Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128SmemA, .. }), "{e}");
     let e = select(
         &H200(),
-        Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc),
+        Dispatch::Force(Kernel::Sm90Pingpong128x128SmemA),
         shape(64, 64, 63),
         (ALIGNED, 63),
         (ALIGNED, 63),
@@ -394,7 +394,7 @@ fn forcing_a_kernel_that_cannot_run_is_an_error() {
     assert!(!p.repack_x && !p.repack_w);
 }
 
-const C2: Dispatch = Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2Trunc);
+const C2: Dispatch = Dispatch::Force(Kernel::Sm90Pingpong128x128Cluster2SmemA);
 
 #[test]
 fn the_cluster_kernel_launches_whole_resident_clusters() {
@@ -413,11 +413,11 @@ fn the_cluster_kernel_launches_whole_resident_clusters() {
     ] {
         let s = shape(m, n, 64);
         let p = select(&H200(), C2, s, (ALIGNED, 64), (ALIGNED, 64), 0).unwrap();
-        assert_eq!(p.kernel, Kernel::Sm90Pingpong128x128Cluster2Trunc);
+        assert_eq!(p.kernel, Kernel::Sm90Pingpong128x128Cluster2SmemA);
         assert_eq!(s.cluster_tiles(p.kernel), expected, "{m}×{n}");
         assert_eq!(p.grid, 2 * expected.min(66) as u32, "{m}×{n}: 2 · min(cluster tiles, clusters)");
         assert!(p.grid % 2 == 0 && p.grid <= 2 * H200().occ.max_active_clusters, "{p:?}");
-        assert_eq!((p.cluster, p.block, p.smem_bytes), (2, 384, Kernel::Sm90Pingpong128x128Trunc.smem_bytes()));
+        assert_eq!((p.cluster, p.block, p.smem_bytes), (2, 384, Kernel::Sm90Pingpong128x128SmemA.smem_bytes()));
         assert!(!p.repack_x && !p.repack_w);
     }
     // The cap is what the occupancy query said, not SMs / 2 (clusters live inside one GPC).
@@ -427,7 +427,7 @@ fn the_cluster_kernel_launches_whole_resident_clusters() {
     // The plain ping-pong kernel: no cluster, one CTA per SM.
     let p = select(
         &H200(),
-        Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc),
+        Dispatch::Force(Kernel::Sm90Pingpong128x128SmemA),
         shape(16384, 4096, 4096),
         (ALIGNED, 4096),
         (ALIGNED, 4096),
@@ -453,7 +453,7 @@ fn auto_picks_the_cooperative_cluster_kernel_for_at_least_three_waves() {
     // 8192³: 15.5 waves, the last one shared by stream-K).
     for (m, n, k) in [(16384, 4096, 4096), (4096, 4096, 4096), (8192, 8192, 8192), (8192, 4096, 1028)] {
         let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
-        assert_eq!((p.kernel, p.cluster, p.grid), (Kernel::Sm90Cooperative128x256Cluster2Trunc, 2, 132), "{m}×{n}×{k}");
+        assert_eq!((p.kernel, p.cluster, p.grid), (Kernel::Sm90Cooperative128x256Cluster2SmemA, 2, 132), "{m}×{n}×{k}");
     }
     // As large, but K ≤ 1024, or a ragged last wave (1024×14336: 224 cluster tiles, 4 waves of
     // 66, where 448 half tiles take 7 half waves; 2048×11008: 6 waves against 11): the
@@ -462,13 +462,13 @@ fn auto_picks_the_cooperative_cluster_kernel_for_at_least_three_waves() {
         [(12800, 4096, 64), (16384, 1024, 1024), (16384, 3072, 768), (1024, 14336, 4096), (2048, 11008, 4096)]
     {
         let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
-        assert_eq!((p.kernel, p.cluster, p.grid), (Kernel::Sm90Pingpong128x128Cluster2Trunc, 2, 132), "{m}×{n}×{k}");
+        assert_eq!((p.kernel, p.cluster, p.grid), (Kernel::Sm90Pingpong128x128Cluster2SmemA, 2, 132), "{m}×{n}×{k}");
     }
     // A wave of 128×128 tiles or more, but fewer than 8, with a last wave that 64×128 tiles fill
     // better (4096×768: 192 tiles, 2 waves, against 384 half tiles in 3): the 64×128 ping-pong.
     for (m, n, k) in [(4096, 768, 3072), (256, 11008, 4096), (1024, 3072, 768)] {
         let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
-        assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong64x128Trunc, 1), "{m}×{n}×{k}");
+        assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong64x128SmemA, 1), "{m}×{n}×{k}");
     }
     // Fewer: the ping-pong (3072 × 4096: 768 tiles of 128×128, but 192 cluster tiles; its 6
     // waves against 12 of 64×128 tiles, no more ragged; 512×11008: 3 waves against 6;
@@ -485,7 +485,7 @@ fn auto_picks_the_cooperative_cluster_kernel_for_at_least_three_waves() {
         (1024, 11008, 4096),
     ] {
         let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
-        assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong128x128Trunc, 1), "{m}×{n}×{k}");
+        assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong128x128SmemA, 1), "{m}×{n}×{k}");
     }
     // At most one wave (132) of 64×64 tiles: the 64×64 ping-pong (5 to 16 rows with a W past
     // the skinny kernels' 3·2²² elements); else of 64×128 tiles: the 64×128 one.
@@ -493,20 +493,20 @@ fn auto_picks_the_cooperative_cluster_kernel_for_at_least_three_waves() {
         [(5, 4096, 4100), (17, 4096, 4096), (128, 4096, 4096), (64, 8192, 64), (257, 129, 4096), (300, 1024, 512)]
     {
         let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
-        assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong64x64Trunc, 1), "{m}×{n}×{k}");
+        assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong64x64SmemA, 1), "{m}×{n}×{k}");
     }
     for (m, n, k) in [(129, 4096, 4096), (256, 4096, 4096), (64, 8512, 64), (300, 2048, 512)] {
         let p = select(&H200(), Dispatch::Auto, shape(m, n, k), a(k), a(k), 0).unwrap();
-        assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong64x128Trunc, 1), "{m}×{n}×{k}");
+        assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong64x128SmemA, 1), "{m}×{n}×{k}");
     }
     // K % 4 != 0 with room to repack: the operands are repacked for it too.
     let s = shape(16383, 4095, 4097);
     let p = select(&H200(), Dispatch::Auto, s, a(4097), a(4097), usize::MAX).unwrap();
-    assert_eq!((p.kernel, p.repack_x, p.repack_w), (Kernel::Sm90Cooperative128x256Cluster2Trunc, true, true));
+    assert_eq!((p.kernel, p.repack_x, p.repack_w), (Kernel::Sm90Cooperative128x256Cluster2SmemA, true, true));
     // No cluster fits: the ping-pong, whatever the size.
     let no_clusters = no_clusters();
     let p = select(&no_clusters, Dispatch::Auto, shape(16384, 4096, 4096), a(4096), a(4096), 0).unwrap();
-    assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong128x128Trunc, 1));
+    assert_eq!((p.kernel, p.cluster), (Kernel::Sm90Pingpong128x128SmemA, 1));
 }
 
 #[test]
@@ -515,14 +515,14 @@ fn the_cluster_kernel_is_refused_where_it_cannot_run() {
     let a = (ALIGNED, 64);
     for device in [A100(), RTX4090()] {
         let e = select(&device, C2, s, a, a, 0).unwrap_err();
-        assert!(matches!(e, Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128Cluster2Trunc, .. }), "{e}");
+        assert!(matches!(e, Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128Cluster2SmemA, .. }), "{e}");
         assert!(e.to_string().contains("sm_90"), "{e}");
     }
     // sm_90, but load() found no room for a cluster (or the occupancy query failed).
     let no_clusters = no_clusters();
     let e = select(&no_clusters, C2, s, a, a, 0).unwrap_err();
     assert!(e.to_string().contains("cluster"), "{e}");
-    assert!(select(&no_clusters, Dispatch::Force(Kernel::Sm90Pingpong128x128Trunc), s, a, a, 0).is_ok());
+    assert!(select(&no_clusters, Dispatch::Force(Kernel::Sm90Pingpong128x128SmemA), s, a, a, 0).is_ok());
     // TMA's rules: K = 0, K % 4 != 0, a misaligned base, ld % 4 != 0 (without a workspace).
     let e = select(&H200(), C2, shape(64, 64, 0), (ALIGNED, 0), (ALIGNED, 0), 0).unwrap_err();
     assert!(e.to_string().contains("K > 0"), "{e}");
@@ -533,11 +533,11 @@ fn the_cluster_kernel_is_refused_where_it_cannot_run() {
         ((ALIGNED, 66), (ALIGNED, 64), 64),
     ] {
         let e = select(&H200(), C2, shape(300, 200, k), x, w, 0).unwrap_err();
-        assert!(matches!(e, Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128Cluster2Trunc, .. }), "{e}");
+        assert!(matches!(e, Error::KernelUnavailable { kernel: Kernel::Sm90Pingpong128x128Cluster2SmemA, .. }), "{e}");
         assert!(e.to_string().contains("TMA"), "{e}");
         // With a workspace the unaligned operands are repacked, as for the plain kernel.
         let p = select(&H200(), C2, shape(300, 200, k), x, w, usize::MAX).unwrap();
-        assert_eq!((p.kernel, p.grid, p.cluster), (Kernel::Sm90Pingpong128x128Cluster2Trunc, 2 * 2 * 2, 2));
+        assert_eq!((p.kernel, p.grid, p.cluster), (Kernel::Sm90Pingpong128x128Cluster2SmemA, 2 * 2 * 2, 2));
         assert!(p.repack_x || p.repack_w, "{p:?}");
     }
 }
@@ -667,7 +667,7 @@ fn decoding_sizes_take_the_gemv_and_skinny_kernels_on_sm_90() {
     }
     let p =
         select_kernel(&H200(), Dispatch::Auto, Nearest, shape(5, 4096, 4096), a(4096), a(4096), usize::MAX).unwrap();
-    assert_eq!((p.kernel, p.grid, p.stream_k_tiles), (Kernel::Sm90Pingpong64x64Trunc, 64, 0));
+    assert_eq!((p.kernel, p.grid, p.stream_k_tiles), (Kernel::Sm90Pingpong64x64SmemA, 64, 0));
     // ...except Tf32x3, whose skinny build keeps W up to 2²⁴ for M ≤ 8.
     assert_eq!(auto(&H200(), Tf32x3, 8, 4096, 4096).kernel, Kernel::Sm90Skinny8x16Tf32x3);
     assert_ne!(auto(&H200(), Tf32x3, 5, 4096, 4100).kernel.family(), Family::Skinny);
@@ -769,4 +769,63 @@ fn tf32x3_refusals_say_what_the_kernel_needs() {
     )
     .unwrap();
     assert_eq!((p.kernel, p.repack_w, p.precision), (Kernel::Sm80Mma64x64Vec4Tf32x3, false, Precision::Tf32x3));
+}
+
+/// docs/TILING.md's "Force only" list is every kernel that no preference list names (so only
+/// `Dispatch::Force` runs it): `Kernel::ALL` minus what [`preference`] gives for every size,
+/// alignment and precision and what the decoding preferences give on an sm_90 device over a
+/// grid of decoding shapes (M ≤ 16, W from 16·64 to 2²⁸ elements, K below and above every GEMV
+/// tile's).
+#[test]
+fn tiling_md_force_only_list_is_what_no_preference_names() {
+    use std::collections::BTreeSet;
+    let (h200, _, _) = devices();
+    let precisions = [Precision::Tf32, Precision::Tf32Truncated, Precision::Tf32x3];
+    let sizes = [
+        Size::Large,
+        Size::LargePingpong,
+        Size::Medium,
+        Size::Medium64x128,
+        Size::Small,
+        Size::Small64x128,
+        Size::Small64x64,
+    ];
+    let mut named: BTreeSet<String> = BTreeSet::new();
+    for size in sizes {
+        for aligned in [true, false] {
+            for p in precisions {
+                named.extend(preference(size, aligned, p).iter().map(|k| format!("{k:?}")));
+            }
+        }
+    }
+    for m in 1..=16 {
+        for n in [16, 256, 1024, 4096, 16384] {
+            for k in [64, 512, 1024, 2048, 4096, 14336, 16384] {
+                for p in precisions {
+                    let s = shape(m, n, k);
+                    let decoding = gemv_preference(s, &h200.info, p).iter().chain(skinny_preference(s, &h200.info, p));
+                    named.extend(decoding.map(|k| format!("{k:?}")));
+                }
+            }
+        }
+    }
+    let force_only: BTreeSet<String> =
+        Kernel::ALL.iter().map(|k| format!("{k:?}")).filter(|k| !named.contains(k)).collect();
+
+    let tiling = include_str!("../../docs/TILING.md");
+    let section = tiling
+        .split_once("\n### Force only\n")
+        .map(|(_, rest)| rest)
+        .expect("docs/TILING.md has a `### Force only` section");
+    let section = &section[..section.find("\n#").unwrap_or(section.len())];
+    let listed: BTreeSet<String> = section
+        .lines()
+        .filter_map(|l| l.strip_prefix("- `"))
+        .map(|l| l.split('`').next().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(listed, force_only, "docs/TILING.md, \"Force only\" (left) against the preference lists (right)");
+    for name in &listed {
+        let bullet = section.lines().find(|l| l.starts_with(&format!("- `{name}`"))).unwrap_or_default();
+        assert!(bullet.len() > name.len() + 12, "docs/TILING.md, \"Force only\": `{name}` needs its reason: {bullet}");
+    }
 }

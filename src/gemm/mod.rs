@@ -59,7 +59,7 @@ impl std::fmt::Debug for FusedGemm {
         f.debug_struct("FusedGemm")
             .field("device", &self.kernels.device)
             .field("dispatch", &self.policy.dispatch)
-            .field("rounding", &self.policy.precision)
+            .field("precision", &self.policy.precision)
             .field("sm_limit", &self.sm_limit)
             .finish()
     }
@@ -80,8 +80,13 @@ impl FusedGemm {
         Self { policy: Policy { dispatch, ..self.policy }, ..self.clone() }
     }
 
-    /// A handle sharing the loaded kernels whose [`Dispatch::Auto`] only picks kernels (or
-    /// repacks) that give `rounding`. The default is [`Precision::Tf32`] on every device,
+    /// A handle sharing the loaded kernels whose [`Dispatch::Auto`] gives `precision` or a more
+    /// accurate one: [`Precision::Tf32`] and [`Precision::Tf32x3`] exactly (with W as given, or
+    /// prepared by a handle of the same precision); [`Precision::Tf32Truncated`] where a
+    /// truncating kernel can run the call, and [`Precision::Tf32`] where it falls back to a
+    /// rounding kernel (the 64×64 and scalar-load mma.sync kernels, operands repacked into the
+    /// workspace, the decoding kernels' rounding builds where no truncating one fits).
+    /// [`crate::Plan::precision`] says which a call got. The default is [`Precision::Tf32`] on every device,
     /// as cuBLAS's TF32 GEMM rounds. On sm_90 the TMA rounds X and W as it loads them (TF32
     /// tensor maps, [`crate::Plan::round_on_load`]: to nearest, ties to even), at the truncating
     /// kernels' speed with any W; elsewhere the mma.sync kernels round in registers.
@@ -161,7 +166,7 @@ impl FusedGemm {
         x: &MatrixRef<'_>,
         w: &impl Weight,
         bias: Option<&CudaView<'_, f32>>,
-        out: &MatrixMut<'_>,
+        out: &MatrixRef<'_>,
     ) -> Result<Option<Plan>> {
         self.plan_with_workspace(stream, x, w, bias, out, 0)
     }
@@ -170,17 +175,20 @@ impl FusedGemm {
 
     /// Like [`FusedGemm::plan`], for [`FusedGemm::run_with_workspace`] with a workspace of
     /// `workspace_len` f32 elements: the plan that call would run. A workspace shorter than
-    /// what Auto wants ([`FusedGemm::workspace_len`]) is not an error; the plan then shows what
-    /// it costs: no repack (a slower kernel, or [`Plan::precision`] other than asked when only
-    /// a repack would have rounded) or no stream-K ([`Plan::stream_k_tiles`] 0), and
-    /// [`Plan::workspace_len`] what it uses.
+    /// what Auto wants ([`FusedGemm::workspace_len`]) is not an error, with one exception: a
+    /// weight prepared by a [`Precision::Tf32x3`] handle on sm_90 is stored split, only the sm_90
+    /// `Tf32x3` kernels read it, and they need X with TMA-readable rows or room to repack X;
+    /// without either the call fails with [`Error::KernelUnavailable`]. Otherwise the plan shows
+    /// what the shortfall costs: no repack (a slower kernel, or [`Plan::precision`] other than
+    /// asked when only a repack would have rounded) or no stream-K ([`Plan::stream_k_tiles`] 0),
+    /// and [`Plan::workspace_len`] what it uses.
     pub fn plan_with_workspace(
         &self,
         stream: &CudaStream,
         x: &MatrixRef<'_>,
         w: &impl Weight,
         bias: Option<&CudaView<'_, f32>>,
-        out: &MatrixMut<'_>,
+        out: &MatrixRef<'_>,
         workspace_len: usize,
     ) -> Result<Option<Plan>> {
         self.check_stream(stream)?;
@@ -227,10 +235,12 @@ impl FusedGemm {
     /// when it would use none. It holds, in order: X and W repacked when their rows are not
     /// 16-byte aligned (K % 4 != 0, a misaligned view, or a leading dimension that is not a
     /// multiple of 4), and W rounded to TF32 for the sm_90 kernels that round X in registers
-    /// but read W rounded (not needed with a [`PreparedWeight`]); then, with fewer output tiles than fit on the device at
-    /// once or with at least 8 such waves of them, one partial tile and a 64-bit ready word per
-    /// stream-K CTA and a ticket word ([`Plan::stream_k_tiles`]). Its contents before a call do
-    /// not matter: nothing in it needs zeroing.
+    /// but read W rounded (not needed with a [`PreparedWeight`]); then, for stream-K, one
+    /// partial tile and a 64-bit ready word per stream-K CTA and a ticket word
+    /// ([`Plan::stream_k_tiles`]): with fewer output tiles than fit on the device at once
+    /// (split-K), or with at least 8 full waves of them and a partial last one — for the TMA
+    /// kernels only when each tile has at least 48 k-blocks (K ≥ 1536) and the last wave is at
+    /// most 3/5 full. Its contents before a call do not matter: nothing in it needs zeroing.
     pub fn workspace_len(&self, stream: &CudaStream, x: &MatrixRef<'_>, w: &impl Weight) -> Result<usize> {
         self.check_stream(stream)?;
         let (w, prepared) = self.weight(w)?;
@@ -304,7 +314,7 @@ impl FusedGemm {
         self.check_stream(stream)?;
         let (w, prepared) = self.weight(w)?;
         let w = &w;
-        let shape = self.validate(x, w, bias, out)?;
+        let shape = self.validate(x, w, bias, &out.view())?;
         if let Some(ws) = &workspace {
             if ws.stream().context().cu_ctx() != self.kernels.ctx.cu_ctx() {
                 return Err(Error::WrongContext { operand: Some(Operand::Workspace) });
@@ -416,7 +426,7 @@ impl FusedGemm {
         x: &MatrixRef<'_>,
         w: &MatrixRef<'_>,
         bias: Option<&CudaView<'_, f32>>,
-        out: &MatrixMut<'_>,
+        out: &MatrixRef<'_>,
     ) -> Result<Shape> {
         let shape = validate::validate_shapes(x.extent(), w.extent(), bias.map(|b| b.len()), out.extent())?;
         let ctx = self.kernels.ctx.cu_ctx();

@@ -316,6 +316,15 @@ fn check_plan(c: &Case) -> Result<(), TestCaseError> {
     if policy.dispatch == Dispatch::Auto && policy.precision != Precision::Tf32Truncated && consistent {
         prop_assert_eq!(plan.precision, policy.precision);
     }
+    // ... and a Tf32Truncated handle truncation, or rounding to nearest where it falls back:
+    // never less accurate than asked (FusedGemm::with_precision).
+    if policy.dispatch == Dispatch::Auto && policy.precision == Precision::Tf32Truncated {
+        prop_assert!(
+            matches!(plan.precision, Precision::Tf32Truncated | Precision::Tf32),
+            "a truncating handle got {:?}",
+            plan.precision
+        );
+    }
 
     // 5. The plan fits exactly in what it says it needs: same plan again.
     let again = select(&dev.info, &dev.occ, policy, Call { workspace: plan.workspace_len(), ..call });

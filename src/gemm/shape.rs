@@ -73,10 +73,10 @@ mod tests {
     fn tiles_and_cluster_tiles_round_up() {
         let s = Shape { m: 8193, n: 3071, k: 768 };
         // 128×128: 65 × 24 tiles; in 2-CTA clusters along M, 33 × 24.
-        assert_eq!(s.tiles(Kernel::Sm90Pingpong128x128Trunc), 65 * 24);
-        assert_eq!(s.cluster_tiles(Kernel::Sm90Pingpong128x128Cluster2Trunc), 33 * 24);
-        assert_eq!(s.cluster_tiles(Kernel::Sm90Pingpong128x128Trunc), 65 * 24);
-        assert_eq!(Shape { m: 0, n: 5, k: 5 }.tiles(Kernel::Sm90Pingpong128x128Trunc), 0);
+        assert_eq!(s.tiles(Kernel::Sm90Pingpong128x128SmemA), 65 * 24);
+        assert_eq!(s.cluster_tiles(Kernel::Sm90Pingpong128x128Cluster2SmemA), 33 * 24);
+        assert_eq!(s.cluster_tiles(Kernel::Sm90Pingpong128x128SmemA), 65 * 24);
+        assert_eq!(Shape { m: 0, n: 5, k: 5 }.tiles(Kernel::Sm90Pingpong128x128SmemA), 0);
         // M·N·K saturates instead of wrapping.
         assert_eq!(Shape { m: usize::MAX, n: 2, k: 2 }.macs(), u64::MAX);
         assert_eq!(s.macs(), 8193 * 3071 * 768_u64);

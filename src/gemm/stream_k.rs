@@ -15,49 +15,41 @@ const SPLIT_K_MIN_BLOCKS: u64 = 8;
 /// wave of their tiles leaves no room for 2 parts, except `Tf32x3`'s 64×128 tile): a tile is cut into more than SPLIT_K_FEW_PARTS parts
 /// only if each part keeps at least SPLIT_K_LONG_BLOCKS k-blocks. A finisher adds its parts − 1
 /// partials after the others are done, so past a few parts each further one costs more than the
-/// shorter mainloop saves (measured on six M ≤ 64 shapes with the register-rounding 64×64
-/// build, before the 64×64 tiles had their own model: docs/BENCHMARKS.md, "Small M: fewer parts").
+/// shorter mainloop saves (docs/BENCHMARKS.md, "Tuned constants").
 const SPLIT_K_FEW_PARTS: u64 = 4;
 const SPLIT_K_LONG_BLOCKS: u64 = 16;
 
 /// TMA split-K of the 64×64 tiles, the only TMA tiles Auto splits (`Tf32` and `Tf32Truncated`
-/// run the `Trunc` build, fed from shared memory as the TMA wrote it): the parts p minimise a
+/// run the `SmemA` build, fed from shared memory as the TMA wrote it): the parts p minimise a
 /// tile's time in units of one of its k-blocks, k_blocks / p + SPLIT_K_PART_COST · (p − 1) +
 /// SPLIT_K_COST (p > 1): the mainloop shared out, a partial's round trip per part beyond the
 /// first, and a fixed cost of splitting at all (the hand-off through the workspace, the
-/// finisher waiting for its peers). The constants are fitted to a race of the `Trunc` build
-/// over the count of parts (docs/BENCHMARKS.md, "Split-K of the 64×64 tiles, again"; the test
-/// below holds the model to it): its faster mainloop makes the fixed cost weigh more, so it
-/// splits less than the other tiles' rule, and not at all at 32 k-blocks or fewer. Its
-/// register-rounding twin plans the same (the rounding tests compare the two bitwise, which
-/// needs one order of partial sums).
+/// finisher waiting for its peers). The constants are fitted to a race of the `SmemA` build
+/// over the count of parts (docs/BENCHMARKS.md, "Tuned constants"; the test below holds the model to it): its fast mainloop
+/// makes the fixed cost weigh more, so it splits less than the other tiles' rule. Its `RmemA`
+/// twin plans the same (the rounding tests compare the two bitwise, which needs one order of
+/// partial sums).
 const SPLIT_K_PART_COST: f64 = 3.8;
 const SPLIT_K_COST: f64 = 18.0;
 
 /// TMA split-K: no tile is split from SPLIT_K_MAX_TILES tiles on, unless K is long (more than
 /// SPLIT_K_SHORT_BLOCKS k-blocks). 64 CTAs of one tile each already keep the H200's memory busy
 /// (cuBLAS itself runs 64 CTAs at 16×4096×4096), so the second half of a wave that a 2-part
-/// split adds brings partial round trips, not bandwidth: with 64 tiles of 64×64 the split took
-/// 1.10–1.18× the unsplit time at K = 1024–4096 (on a W that stays in L2 between calls,
-/// 4096×2048, it won by 3 %). At K = 11008 and 14336 the two were within 2 % either way in the
-/// race, and the split 0.7–1.9 % ahead in the sweep, its hand-off small against each half's
-/// mainloop (docs/BENCHMARKS.md, "Small M: no split from 64 tiles").
+/// split adds brings partial round trips, not bandwidth; at long K the hand-off is small against
+/// each half's mainloop (docs/BENCHMARKS.md, "Tuned constants").
 const SPLIT_K_MAX_TILES: u64 = 64;
 const SPLIT_K_SHORT_BLOCKS: u64 = 256;
 
-/// Least full waves of tiles before the last, partial wave is worth sharing (fewer waves were
-/// slower with a shared tail than without: docs/BENCHMARKS.md).
+/// Least full waves of tiles before the last, partial wave is worth sharing: with fewer, the
+/// shared tail's hand-off costs more than the idle SMs it fills (docs/BENCHMARKS.md, "Tuned constants").
 const STREAM_K_MIN_WAVES: u64 = 8;
 
 /// The TMA kernels share a last wave only with tiles of at least STREAM_K_TAIL_MIN_BLOCKS
 /// k-blocks, and only a last wave at most STREAM_K_TAIL_MAX_FILL full (as a fraction of a wave).
-/// Raced with and without their tail (docs/BENCHMARKS.md, "Shared tails at short K"), a tail
-/// lost at short K whatever its fill, and lost or tied at any K once the last wave was about
-/// two thirds full; emptier tails of longer tiles won. The hand-off (partials through L2, a
-/// finisher per tile) costs about the same at any K, so short tiles leave it nothing to win
-/// back; why a fuller last wave gains less than its idle SMs suggest is not measured (a likely
-/// reason: with fewer SMs busy the card runs further under its power cap, so a partial wave
-/// runs faster than a full one).
+/// The hand-off (partials through L2, a finisher per tile) costs about the same at any K, so
+/// short tiles leave it nothing to win back; a fuller last wave gains less than its idle SMs
+/// suggest (likely the power cap: with fewer SMs busy a partial wave runs faster than a full
+/// one) (docs/BENCHMARKS.md, "Tuned constants").
 const STREAM_K_TAIL_MIN_BLOCKS: u64 = 48;
 const STREAM_K_TAIL_MAX_FILL: (u64, u64) = (3, 5);
 
@@ -132,7 +124,7 @@ pub(crate) fn shares_last_wave(family: Family, t: u64, wave: u64, k_blocks: u64)
 ///   SPLIT_K_LONG_BLOCKS k-blocks each), none from
 ///   SPLIT_K_MAX_TILES tiles on unless K is long, and none with more than half a wave of them
 ///   (spreading more tiles over a wave, or cutting them unevenly, measured slower:
-///   docs/BENCHMARKS.md); mma.sync kernels spread the tiles over a wave of CTAs.
+///   docs/BENCHMARKS.md, "Tuned constants"); mma.sync kernels spread the tiles over a wave of CTAs.
 /// - At least STREAM_K_MIN_WAVES full waves and a partial last one (for the TMA kernels, of
 ///   long enough tiles and not too full: [`shares_last_wave`]): the tiles of the last wave
 ///   (plus one full wave when it is less than a quarter full) are shared along K by a wave of
@@ -219,7 +211,7 @@ mod tests {
     #[test]
     fn split_k_cuts_tma_tiles_into_whole_parts() {
         let (d, o) = (H200, occupancy(&H200));
-        let pp = Kernel::Sm90Pingpong128x128Trunc;
+        let pp = Kernel::Sm90Pingpong128x128SmemA;
         // M = 1: 32 tiles of 128×128, 4 CTAs each, at least 8 k-blocks per CTA.
         assert_eq!(plan(&d, &o, pp, shape(1, 4096, 4096), usize::MAX), Some(StreamK { ctas: 128, tiles: 32 }));
         // 15 tiles × 16 k-blocks: 2 parts each.
@@ -230,13 +222,13 @@ mod tests {
         // 64×64 tiles, either build (twins plan alike), by the time model: 12 tiles × 96
         // k-blocks in 5 parts; 16 × 64 in 4; 16 × 32 unsplit; 12 × 256 in 8, not the 11 a wave
         // would allow.
-        for p64 in [Kernel::Sm90Pingpong64x64Trunc, Kernel::Sm90Pingpong64x64] {
+        for p64 in [Kernel::Sm90Pingpong64x64SmemA, Kernel::Sm90Pingpong64x64RmemA] {
             assert_eq!(plan(&d, &o, p64, shape(64, 768, 3072), usize::MAX), Some(StreamK { ctas: 60, tiles: 12 }));
             assert_eq!(plan(&d, &o, p64, shape(64, 1024, 2048), usize::MAX), Some(StreamK { ctas: 64, tiles: 16 }));
             assert_eq!(plan(&d, &o, p64, shape(64, 1024, 1024), usize::MAX), None);
             assert_eq!(plan(&d, &o, p64, shape(64, 768, 8192), usize::MAX), Some(StreamK { ctas: 96, tiles: 12 }));
         }
-        let p64 = Kernel::Sm90Pingpong64x64Trunc;
+        let p64 = Kernel::Sm90Pingpong64x64SmemA;
         // Too little K to split: 15 tiles × 2 k-blocks.
         assert_eq!(plan(&d, &o, pp, shape(300, 520, 64), usize::MAX), None);
         // More than half a wave of tiles: no split.
@@ -252,7 +244,7 @@ mod tests {
         // So many tiles that tickets would not fit their 24 bits: none (2^28 tiles of 64×64,
         // a partial last wave after far more than 8 full ones).
         let big = shape(1 << 20, 1 << 20, 64);
-        assert_eq!(plan(&d, &o, Kernel::Sm90Pingpong64x64Trunc, big, usize::MAX), None);
+        assert_eq!(plan(&d, &o, Kernel::Sm90Pingpong64x64SmemA, big, usize::MAX), None);
         assert_eq!(plan(&d, &o, Kernel::Sm80Mma64x64Vec4, big, usize::MAX), None);
         // Without room for every partial tile: none.
         let sk = StreamK { ctas: 128, tiles: 32 };
@@ -272,7 +264,7 @@ mod tests {
             (64, 8, 4, 4),   // 64×1024×2048
             (64, 4, 4, 4),   // 128×1024×2048 (32 tiles: 3 parts within 0.1 %)
             (96, 11, 5, 5),  // 64×768×3072
-            (96, 8, 5, 5),   // 32×1024×3072 (16 tiles; 5 parts raced at 724dc78: 4 took 1.02×, 3 1.09×)
+            (96, 8, 5, 5),   // 32×1024×3072 (16 tiles; raced again with 3, 4 and 5 parts: 5 fastest)
             (128, 16, 7, 6), // 64×512×4096 (8 tiles; 6 parts 1.03× the fastest)
             (128, 11, 5, 6), // 64×768×4096 (12 tiles; 6 parts 1.01× the fastest)
         ] {
@@ -384,7 +376,7 @@ mod tests {
     #[test]
     fn a_partial_last_wave_is_shared_after_eight_full_ones() {
         let (d, o) = (H200, occupancy(&H200));
-        let pp = Kernel::Sm90Pingpong128x128Trunc;
+        let pp = Kernel::Sm90Pingpong128x128SmemA;
         // 4096 tiles: 31 waves of 132 and 4 tiles, under a quarter wave: shared with the wave before.
         assert_eq!(plan(&d, &o, pp, shape(16384, 4096, 4096), usize::MAX), Some(StreamK { ctas: 132, tiles: 136 }));
         // 2048 tiles: 15 waves and 68 tiles: those 68 alone.
@@ -395,7 +387,7 @@ mod tests {
         // The ping-pong cluster kernel on 8192×3072: 768 cluster tiles = 11 waves of 66 and 42
         // (64 % full): not shared at any K. On 16384×3072: 23 waves and 18 (27 % full): shared
         // from K = 1536 (48 k-blocks) on, not at K = 768 or 1504.
-        let ppc = Kernel::Sm90Pingpong128x128Cluster2Trunc;
+        let ppc = Kernel::Sm90Pingpong128x128Cluster2SmemA;
         for k in [768, 4096] {
             assert_eq!(plan(&d, &o, ppc, shape(8192, 3072, k), usize::MAX), None, "K = {k}");
         }
@@ -409,20 +401,20 @@ mod tests {
         let (d, o) = (H200, occupancy(&H200));
         let reference = shape(16384, 4096, 4096);
         // Cooperative 128×256: 2048 tiles = 15 waves and 68; two ready words per CTA (one per consumer).
-        let k = Kernel::Sm90Cooperative128x256Trunc;
+        let k = Kernel::Sm90Cooperative128x256SmemA;
         let sk = plan(&d, &o, k, reference, usize::MAX).unwrap();
         assert_eq!((sk, sk.len(k)), (StreamK { ctas: 132, tiles: 68 }, 132 * 128 * 256 + 2 * (132 * 2 + 1)));
         // In 2-CTA clusters: 1024 cluster tiles = 15 waves of 66 clusters and 34; a slot of two
         // 128×256 tiles per cluster, a ready word per (cluster, CTA, consumer).
-        let k = Kernel::Sm90Cooperative128x256Cluster2Trunc;
+        let k = Kernel::Sm90Cooperative128x256Cluster2SmemA;
         let sk = plan(&d, &o, k, reference, usize::MAX).unwrap();
         assert_eq!((sk, sk.len(k)), (StreamK { ctas: 66, tiles: 34 }, 66 * 2 * 128 * 256 + 2 * (66 * 2 * 2 + 1)));
         // Ping-pong clusters: 2048 cluster tiles = 31 waves of 66 and 2: shared with the wave before.
-        let k = Kernel::Sm90Pingpong128x128Cluster2Trunc;
+        let k = Kernel::Sm90Pingpong128x128Cluster2SmemA;
         let sk = plan(&d, &o, k, reference, usize::MAX).unwrap();
         assert_eq!((sk, sk.len(k)), (StreamK { ctas: 66, tiles: 68 }, 66 * 2 * 128 * 128 + 2 * (66 * 2 + 1)));
         // Split-K in clusters: M = 1 has 16 cluster tiles of 256×256, each shared by 4 clusters.
-        let k = Kernel::Sm90Cooperative128x256Cluster2Trunc;
+        let k = Kernel::Sm90Cooperative128x256Cluster2SmemA;
         assert_eq!(plan(&d, &o, k, shape(1, 4096, 4096), usize::MAX), Some(StreamK { ctas: 64, tiles: 16 }));
         // No cluster fits: no wave, no stream-K.
         let none = Occupancy { max_active_clusters: 0, ..o };

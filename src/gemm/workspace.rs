@@ -100,7 +100,7 @@ mod tests {
     #[test]
     fn regions_follow_each_other_in_order() {
         let s = Shape { m: 64, n: 3000, k: 4097 };
-        let k = Kernel::Sm90Pingpong64x64Trunc;
+        let k = Kernel::Sm90Pingpong64x64SmemA;
         let sk = StreamK { ctas: 94, tiles: 47 };
         let l = WorkspaceLayout::new(s, true, true, k, Some(sk));
         let ld = 4128;

@@ -134,15 +134,22 @@ const fn mma(name: &'static str, c: [u32; 6], access: Access, precision: Precisi
     }
 }
 
-/// A TMA + wgmma configuration (the same six numbers of a `GE_SM90_*` block), launched in
-/// clusters of `cluster_m` CTAs. `Tf32Truncated`: X and W as TMA wrote them; `Tf32`: X rounded in
-/// registers, W read as it is (so it must arrive rounded).
-const fn wgmma(name: &'static str, schedule: Schedule, c: [u32; 6], cluster_m: u32, precision: Precision) -> Spec {
-    let [tile_m, tile_n, tile_k, stages, threads, smem_bytes] = c;
+/// A TMA + wgmma configuration: its schedule and the six numbers of a `GE_SM90_*` block.
+struct Sm90Config {
+    schedule: Schedule,
+    numbers: [u32; 6],
+}
+
+/// A TMA + wgmma kernel of configuration `c`, launched in clusters of `cluster_m` CTAs.
+/// `Tf32Truncated`: X and W fed to wgmma from shared memory as the TMA wrote them (the `SmemA`
+/// builds); `Tf32`: X rounded in registers and fed from there, W read as it is, so it must
+/// arrive rounded (the `RmemA` builds); `Tf32x3`: X split in registers, W read already split.
+const fn wgmma(name: &'static str, c: Sm90Config, cluster_m: u32, precision: Precision) -> Spec {
+    let [tile_m, tile_n, tile_k, stages, threads, smem_bytes] = c.numbers;
     Spec {
         name,
         family: Family::TmaWgmma,
-        schedule,
+        schedule: c.schedule,
         tile_m,
         tile_n,
         tile_k,
@@ -201,11 +208,15 @@ const fn gemv(name: &'static str, c: [u32; 5], precision: Precision) -> Spec {
 macro_rules! kernel_table {
     ($( $(#[$doc:meta])* $variant:ident => $spec:expr; )*) => {
         /// Every kernel in the fatbin. Pick one with [`crate::Dispatch::Force`], or let
-        /// [`crate::Dispatch::Auto`] choose. Names say family, schedule, tile and the operand
-        /// access, as the `extern "C"` symbols do (`Sm90Pingpong64x128Trunc` is
-        /// `ge_sm90_pingpong_64x128x32_s8_trunc`). The `Trunc` suffix names the build that does
-        /// nothing to the operands itself: on mma.sync it truncates; on sm_90 the tensor maps
-        /// decide, so it also rounds on load ([`Kernel::can_round_on_load`]).
+        /// [`crate::Dispatch::Auto`] choose. Names say family, schedule, tile, the operand
+        /// access and what sets the precision, as the `extern "C"` symbols do
+        /// (`Sm90Pingpong64x128SmemA` is `ge_sm90_pingpong_64x128x32_s8_smem_a`). The sm_90
+        /// builds of [`Precision::Tf32`] come in pairs that differ in where wgmma's A operand (X)
+        /// comes from: `SmemA` feeds both operands from shared memory as the TMA wrote them
+        /// (truncated or rounded on load, as the tensor maps say: [`Kernel::can_round_on_load`]),
+        /// `RmemA` rounds X in registers ([`Kernel::needs_rounded_w`]). Elsewhere `Trunc` names
+        /// the build that passes fp32 bits to the tensor cores, and `Tf32x3` the three-product
+        /// builds.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         #[non_exhaustive]
         pub enum Kernel {
@@ -220,6 +231,9 @@ macro_rules! kernel_table {
             pub const ALL: [Kernel; KERNEL_COUNT] = [$(Kernel::$variant),*];
 
             pub(crate) const fn spec(self) -> Spec {
+                // The rows name precisions and accesses unqualified.
+                use Access::*;
+                use Precision::*;
                 match self {
                     $( Kernel::$variant => $spec, )*
                 }
@@ -228,141 +242,284 @@ macro_rules! kernel_table {
     };
 }
 
+// Each header block's numbers, in the order the constructors above take them.
+const SM80_MMA_128X128: [u32; 6] = [
+    GE_SM80_MMA_128X128_TILE_M,
+    GE_SM80_MMA_128X128_TILE_N,
+    GE_SM80_MMA_128X128_TILE_K,
+    GE_SM80_MMA_128X128_STAGES,
+    GE_SM80_MMA_128X128_THREADS,
+    GE_SM80_MMA_128X128_SMEM_BYTES,
+];
+const SM80_MMA_128X256: [u32; 6] = [
+    GE_SM80_MMA_128X256_TILE_M,
+    GE_SM80_MMA_128X256_TILE_N,
+    GE_SM80_MMA_128X256_TILE_K,
+    GE_SM80_MMA_128X256_STAGES,
+    GE_SM80_MMA_128X256_THREADS,
+    GE_SM80_MMA_128X256_SMEM_BYTES,
+];
+const SM80_MMA_64X64: [u32; 6] = [
+    GE_SM80_MMA_64X64_TILE_M,
+    GE_SM80_MMA_64X64_TILE_N,
+    GE_SM80_MMA_64X64_TILE_K,
+    GE_SM80_MMA_64X64_STAGES,
+    GE_SM80_MMA_64X64_THREADS,
+    GE_SM80_MMA_64X64_SMEM_BYTES,
+];
+const SM90_PINGPONG_128X128: Sm90Config = Sm90Config {
+    schedule: Schedule::Pingpong,
+    numbers: [
+        GE_SM90_PINGPONG_128X128_TILE_M,
+        GE_SM90_PINGPONG_128X128_TILE_N,
+        GE_SM90_PINGPONG_128X128_TILE_K,
+        GE_SM90_PINGPONG_128X128_STAGES,
+        GE_SM90_PINGPONG_128X128_THREADS,
+        GE_SM90_PINGPONG_128X128_SMEM_BYTES,
+    ],
+};
+const SM90_PINGPONG_64X128: Sm90Config = Sm90Config {
+    schedule: Schedule::Pingpong,
+    numbers: [
+        GE_SM90_PINGPONG_64X128_TILE_M,
+        GE_SM90_PINGPONG_64X128_TILE_N,
+        GE_SM90_PINGPONG_64X128_TILE_K,
+        GE_SM90_PINGPONG_64X128_STAGES,
+        GE_SM90_PINGPONG_64X128_THREADS,
+        GE_SM90_PINGPONG_64X128_SMEM_BYTES,
+    ],
+};
+const SM90_PINGPONG_64X64: Sm90Config = Sm90Config {
+    schedule: Schedule::Pingpong,
+    numbers: [
+        GE_SM90_PINGPONG_64X64_TILE_M,
+        GE_SM90_PINGPONG_64X64_TILE_N,
+        GE_SM90_PINGPONG_64X64_TILE_K,
+        GE_SM90_PINGPONG_64X64_STAGES,
+        GE_SM90_PINGPONG_64X64_THREADS,
+        GE_SM90_PINGPONG_64X64_SMEM_BYTES,
+    ],
+};
+const SM90_COOPERATIVE_128X256: Sm90Config = Sm90Config {
+    schedule: Schedule::Cooperative,
+    numbers: [
+        GE_SM90_COOPERATIVE_128X256_TILE_M,
+        GE_SM90_COOPERATIVE_128X256_TILE_N,
+        GE_SM90_COOPERATIVE_128X256_TILE_K,
+        GE_SM90_COOPERATIVE_128X256_STAGES,
+        GE_SM90_COOPERATIVE_128X256_THREADS,
+        GE_SM90_COOPERATIVE_128X256_SMEM_BYTES,
+    ],
+};
+const SM90_COOPERATIVE_128X128_X3: Sm90Config = Sm90Config {
+    schedule: Schedule::Cooperative,
+    numbers: [
+        GE_SM90_COOPERATIVE_128X128_X3_TILE_M,
+        GE_SM90_COOPERATIVE_128X128_X3_TILE_N,
+        GE_SM90_COOPERATIVE_128X128_X3_TILE_K,
+        GE_SM90_COOPERATIVE_128X128_X3_STAGES,
+        GE_SM90_COOPERATIVE_128X128_X3_THREADS,
+        GE_SM90_COOPERATIVE_128X128_X3_SMEM_BYTES,
+    ],
+};
+const SM90_PINGPONG_64X128_X3: Sm90Config = Sm90Config {
+    schedule: Schedule::Pingpong,
+    numbers: [
+        GE_SM90_PINGPONG_64X128_X3_TILE_M,
+        GE_SM90_PINGPONG_64X128_X3_TILE_N,
+        GE_SM90_PINGPONG_64X128_X3_TILE_K,
+        GE_SM90_PINGPONG_64X128_X3_STAGES,
+        GE_SM90_PINGPONG_64X128_X3_THREADS,
+        GE_SM90_PINGPONG_64X128_X3_SMEM_BYTES,
+    ],
+};
+const SKINNY_8X16: [u32; 6] = [
+    GE_SKINNY_8X16_TILE_M,
+    GE_SKINNY_8X16_TILE_N,
+    GE_SKINNY_8X16_TILE_K,
+    GE_SKINNY_8X16_STAGES,
+    GE_SKINNY_8X16_THREADS,
+    GE_SKINNY_8X16_SMEM_BYTES,
+];
+const SKINNY_16X16: [u32; 6] = [
+    GE_SKINNY_16X16_TILE_M,
+    GE_SKINNY_16X16_TILE_N,
+    GE_SKINNY_16X16_TILE_K,
+    GE_SKINNY_16X16_STAGES,
+    GE_SKINNY_16X16_THREADS,
+    GE_SKINNY_16X16_SMEM_BYTES,
+];
+const GEMV_1X2: [u32; 5] =
+    [GE_GEMV_1X2_TILE_M, GE_GEMV_1X2_TILE_N, GE_GEMV_1X2_TILE_K, GE_GEMV_1X2_UNROLL, GE_GEMV_1X2_THREADS];
+const GEMV_1X4: [u32; 5] =
+    [GE_GEMV_1X4_TILE_M, GE_GEMV_1X4_TILE_N, GE_GEMV_1X4_TILE_K, GE_GEMV_1X4_UNROLL, GE_GEMV_1X4_THREADS];
+const GEMV_4X4: [u32; 5] =
+    [GE_GEMV_4X4_TILE_M, GE_GEMV_4X4_TILE_N, GE_GEMV_4X4_TILE_K, GE_GEMV_4X4_UNROLL, GE_GEMV_4X4_THREADS];
+/// CTAs per cluster of the `Cluster2` kernels.
+const CLUSTER_M: u32 = GE_SM90_CLUSTER_M;
+
 kernel_table! {
     /// mma.sync, 128×128×32 CTA tile, 4 warps, 3 stages, 16-byte loads; rounds to nearest.
-    Sm80Mma128x128Vec4 => mma("ge_sm80_mma_128x128x32_s3_vec4", [GE_SM80_MMA_128X128_TILE_M, GE_SM80_MMA_128X128_TILE_N, GE_SM80_MMA_128X128_TILE_K, GE_SM80_MMA_128X128_STAGES, GE_SM80_MMA_128X128_THREADS, GE_SM80_MMA_128X128_SMEM_BYTES], Access::AlignedRows, Precision::Tf32);
+    Sm80Mma128x128Vec4 =>
+        mma("ge_sm80_mma_128x128x32_s3_vec4", SM80_MMA_128X128, AlignedRows, Tf32);
     /// [`Kernel::Sm80Mma128x128Vec4`] passing fp32 bits to the tensor cores ([`Precision::Tf32Truncated`]).
-    Sm80Mma128x128Vec4Trunc => mma("ge_sm80_mma_128x128x32_s3_vec4_trunc", [GE_SM80_MMA_128X128_TILE_M, GE_SM80_MMA_128X128_TILE_N, GE_SM80_MMA_128X128_TILE_K, GE_SM80_MMA_128X128_STAGES, GE_SM80_MMA_128X128_THREADS, GE_SM80_MMA_128X128_SMEM_BYTES], Access::AlignedRows, Precision::Tf32Truncated);
+    Sm80Mma128x128Vec4Trunc =>
+        mma("ge_sm80_mma_128x128x32_s3_vec4_trunc", SM80_MMA_128X128, AlignedRows, Tf32Truncated);
     /// [`Kernel::Sm80Mma128x128Vec4`] with 4-byte loads: any shape and alignment.
-    Sm80Mma128x128Scalar => mma("ge_sm80_mma_128x128x32_s3_scalar", [GE_SM80_MMA_128X128_TILE_M, GE_SM80_MMA_128X128_TILE_N, GE_SM80_MMA_128X128_TILE_K, GE_SM80_MMA_128X128_STAGES, GE_SM80_MMA_128X128_THREADS, GE_SM80_MMA_128X128_SMEM_BYTES], Access::Scalar, Precision::Tf32);
+    Sm80Mma128x128Scalar =>
+        mma("ge_sm80_mma_128x128x32_s3_scalar", SM80_MMA_128X128, Scalar, Tf32);
     /// mma.sync, 128×256×32 CTA tile, 8 warps, 3 stages (144 KiB: sm_80 and sm_90), 16-byte
     /// loads, the epilogue staged through shared memory; rounds to nearest.
-    Sm80Mma128x256Vec4 => mma("ge_sm80_mma_128x256x32_s3_vec4", [GE_SM80_MMA_128X256_TILE_M, GE_SM80_MMA_128X256_TILE_N, GE_SM80_MMA_128X256_TILE_K, GE_SM80_MMA_128X256_STAGES, GE_SM80_MMA_128X256_THREADS, GE_SM80_MMA_128X256_SMEM_BYTES], Access::AlignedRows, Precision::Tf32);
+    Sm80Mma128x256Vec4 =>
+        mma("ge_sm80_mma_128x256x32_s3_vec4", SM80_MMA_128X256, AlignedRows, Tf32);
     /// [`Kernel::Sm80Mma128x256Vec4`] passing fp32 bits to the tensor cores ([`Precision::Tf32Truncated`]).
-    Sm80Mma128x256Vec4Trunc => mma("ge_sm80_mma_128x256x32_s3_vec4_trunc", [GE_SM80_MMA_128X256_TILE_M, GE_SM80_MMA_128X256_TILE_N, GE_SM80_MMA_128X256_TILE_K, GE_SM80_MMA_128X256_STAGES, GE_SM80_MMA_128X256_THREADS, GE_SM80_MMA_128X256_SMEM_BYTES], Access::AlignedRows, Precision::Tf32Truncated);
+    Sm80Mma128x256Vec4Trunc =>
+        mma("ge_sm80_mma_128x256x32_s3_vec4_trunc", SM80_MMA_128X256, AlignedRows, Tf32Truncated);
     /// [`Kernel::Sm80Mma128x256Vec4`] with 4-byte loads: any shape and alignment.
-    Sm80Mma128x256Scalar => mma("ge_sm80_mma_128x256x32_s3_scalar", [GE_SM80_MMA_128X256_TILE_M, GE_SM80_MMA_128X256_TILE_N, GE_SM80_MMA_128X256_TILE_K, GE_SM80_MMA_128X256_STAGES, GE_SM80_MMA_128X256_THREADS, GE_SM80_MMA_128X256_SMEM_BYTES], Access::Scalar, Precision::Tf32);
+    Sm80Mma128x256Scalar =>
+        mma("ge_sm80_mma_128x256x32_s3_scalar", SM80_MMA_128X256, Scalar, Tf32);
     /// mma.sync, 64×64×32 CTA tile, 4 warps, 4 stages, 16-byte loads: small problems.
-    Sm80Mma64x64Vec4 => mma("ge_sm80_mma_64x64x32_s4_vec4", [GE_SM80_MMA_64X64_TILE_M, GE_SM80_MMA_64X64_TILE_N, GE_SM80_MMA_64X64_TILE_K, GE_SM80_MMA_64X64_STAGES, GE_SM80_MMA_64X64_THREADS, GE_SM80_MMA_64X64_SMEM_BYTES], Access::AlignedRows, Precision::Tf32);
+    Sm80Mma64x64Vec4 =>
+        mma("ge_sm80_mma_64x64x32_s4_vec4", SM80_MMA_64X64, AlignedRows, Tf32);
     /// [`Kernel::Sm80Mma64x64Vec4`] with 4-byte loads: small problems of any shape.
-    Sm80Mma64x64Scalar => mma("ge_sm80_mma_64x64x32_s4_scalar", [GE_SM80_MMA_64X64_TILE_M, GE_SM80_MMA_64X64_TILE_N, GE_SM80_MMA_64X64_TILE_K, GE_SM80_MMA_64X64_STAGES, GE_SM80_MMA_64X64_THREADS, GE_SM80_MMA_64X64_SMEM_BYTES], Access::Scalar, Precision::Tf32);
+    Sm80Mma64x64Scalar =>
+        mma("ge_sm80_mma_64x64x32_s4_scalar", SM80_MMA_64X64, Scalar, Tf32);
     /// [`Kernel::Sm80Mma64x64Vec4`] in [`Precision::Tf32x3`]: both operands split into big and
     /// small TF32 parts in registers, three `mma.sync` per product. Any W (it splits W itself).
-    Sm80Mma64x64Vec4Tf32x3 => mma("ge_sm80_mma_64x64x32_s4_vec4_x3", [GE_SM80_MMA_64X64_TILE_M, GE_SM80_MMA_64X64_TILE_N, GE_SM80_MMA_64X64_TILE_K, GE_SM80_MMA_64X64_STAGES, GE_SM80_MMA_64X64_THREADS, GE_SM80_MMA_64X64_SMEM_BYTES], Access::AlignedRows, Precision::Tf32x3);
+    Sm80Mma64x64Vec4Tf32x3 =>
+        mma("ge_sm80_mma_64x64x32_s4_vec4_x3", SM80_MMA_64X64, AlignedRows, Tf32x3);
     /// [`Kernel::Sm80Mma64x64Vec4Tf32x3`] with 4-byte loads: any shape and alignment.
-    Sm80Mma64x64ScalarTf32x3 => mma("ge_sm80_mma_64x64x32_s4_scalar_x3", [GE_SM80_MMA_64X64_TILE_M, GE_SM80_MMA_64X64_TILE_N, GE_SM80_MMA_64X64_TILE_K, GE_SM80_MMA_64X64_STAGES, GE_SM80_MMA_64X64_THREADS, GE_SM80_MMA_64X64_SMEM_BYTES], Access::Scalar, Precision::Tf32x3);
+    Sm80Mma64x64ScalarTf32x3 =>
+        mma("ge_sm80_mma_64x64x32_s4_scalar_x3", SM80_MMA_64X64, Scalar, Tf32x3);
     /// TMA + wgmma ping-pong, 128×128×32 tile per consumer warpgroup, 6 stages, persistent
-    /// (sm_90); X rounded to nearest in registers, W read rounded ([`Kernel::needs_rounded_w`]).
-    /// Only [`crate::Dispatch::Force`] selects the register-rounding builds: Auto rounds on load
-    /// with the `Trunc` builds.
-    Sm90Pingpong128x128 => wgmma("ge_sm90_pingpong_128x128x32_s6", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_TILE_M, GE_SM90_PINGPONG_128X128_TILE_N, GE_SM90_PINGPONG_128X128_TILE_K, GE_SM90_PINGPONG_128X128_STAGES, GE_SM90_PINGPONG_128X128_THREADS, GE_SM90_PINGPONG_128X128_SMEM_BYTES], 1, Precision::Tf32);
-    /// [`Kernel::Sm90Pingpong128x128`] feeding X and W to wgmma from shared
-    /// memory as the TMA wrote them: truncated through fp32 tensor maps
-    /// ([`Precision::Tf32Truncated`]), rounded on load through TF32 maps
-    /// ([`Kernel::can_round_on_load`]). Auto's TMA kernel between one wave of
-    /// [`Kernel::Sm90Pingpong64x128Trunc`]'s tiles and 3 waves of
-    /// [`Kernel::Sm90Cooperative128x256Cluster2Trunc`]'s cluster tiles.
-    Sm90Pingpong128x128Trunc => wgmma("ge_sm90_pingpong_128x128x32_s6_trunc", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_TILE_M, GE_SM90_PINGPONG_128X128_TILE_N, GE_SM90_PINGPONG_128X128_TILE_K, GE_SM90_PINGPONG_128X128_STAGES, GE_SM90_PINGPONG_128X128_THREADS, GE_SM90_PINGPONG_128X128_SMEM_BYTES], 1, Precision::Tf32Truncated);
-    /// The ping-pong kernel with 64×128×32 tiles and 8 stages (the same shared memory): twice the
-    /// tiles, so a small-M problem needs half as many split-K parts per tile. Its `Trunc` build
-    /// is Auto's TMA kernel when its tiles fit in one wave and [`Kernel::Sm90Pingpong64x64`]'s
-    /// do not.
-    Sm90Pingpong64x128 => wgmma("ge_sm90_pingpong_64x128x32_s8", Schedule::Pingpong, [GE_SM90_PINGPONG_64X128_TILE_M, GE_SM90_PINGPONG_64X128_TILE_N, GE_SM90_PINGPONG_64X128_TILE_K, GE_SM90_PINGPONG_64X128_STAGES, GE_SM90_PINGPONG_64X128_THREADS, GE_SM90_PINGPONG_64X128_SMEM_BYTES], 1, Precision::Tf32);
-    /// [`Kernel::Sm90Pingpong64x128`] feeding X and W to wgmma from shared
-    /// memory as the TMA wrote them: truncated through fp32 tensor maps
-    /// ([`Precision::Tf32Truncated`]), rounded on load through TF32 maps
-    /// ([`Kernel::can_round_on_load`]).
-    Sm90Pingpong64x128Trunc => wgmma("ge_sm90_pingpong_64x128x32_s8_trunc", Schedule::Pingpong, [GE_SM90_PINGPONG_64X128_TILE_M, GE_SM90_PINGPONG_64X128_TILE_N, GE_SM90_PINGPONG_64X128_TILE_K, GE_SM90_PINGPONG_64X128_STAGES, GE_SM90_PINGPONG_64X128_THREADS, GE_SM90_PINGPONG_64X128_SMEM_BYTES], 1, Precision::Tf32Truncated);
-    /// The ping-pong kernel with 64×64×32 tiles and 12 stages (the same shared memory):
-    /// cuBLAS's tile for M ≤ 128. Its `Trunc` build is Auto's TMA kernel when its tiles fit in
-    /// one wave.
-    Sm90Pingpong64x64 => wgmma("ge_sm90_pingpong_64x64x32_s12", Schedule::Pingpong, [GE_SM90_PINGPONG_64X64_TILE_M, GE_SM90_PINGPONG_64X64_TILE_N, GE_SM90_PINGPONG_64X64_TILE_K, GE_SM90_PINGPONG_64X64_STAGES, GE_SM90_PINGPONG_64X64_THREADS, GE_SM90_PINGPONG_64X64_SMEM_BYTES], 1, Precision::Tf32);
-    /// [`Kernel::Sm90Pingpong64x64`] feeding X and W to wgmma from shared
-    /// memory as the TMA wrote them: truncated through fp32 tensor maps
-    /// ([`Precision::Tf32Truncated`]), rounded on load through TF32 maps
-    /// ([`Kernel::can_round_on_load`]).
-    Sm90Pingpong64x64Trunc => wgmma("ge_sm90_pingpong_64x64x32_s12_trunc", Schedule::Pingpong, [GE_SM90_PINGPONG_64X64_TILE_M, GE_SM90_PINGPONG_64X64_TILE_N, GE_SM90_PINGPONG_64X64_TILE_K, GE_SM90_PINGPONG_64X64_STAGES, GE_SM90_PINGPONG_64X64_THREADS, GE_SM90_PINGPONG_64X64_SMEM_BYTES], 1, Precision::Tf32Truncated);
-    /// [`Kernel::Sm90Pingpong128x128`] with its CTAs paired into clusters of 2 along M: the two
-    /// compute vertically adjacent tiles and each TMA-multicasts half of their shared W tile to
-    /// both. Only [`crate::Dispatch::Force`] selects it.
-    Sm90Pingpong128x128Cluster2 => wgmma("ge_sm90_pingpong_128x128x32_s6_cluster2", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_TILE_M, GE_SM90_PINGPONG_128X128_TILE_N, GE_SM90_PINGPONG_128X128_TILE_K, GE_SM90_PINGPONG_128X128_STAGES, GE_SM90_PINGPONG_128X128_THREADS, GE_SM90_PINGPONG_128X128_SMEM_BYTES], GE_SM90_CLUSTER_M, Precision::Tf32);
-    /// [`Kernel::Sm90Pingpong128x128Cluster2`] feeding X and W to wgmma from shared
-    /// memory as the TMA wrote them: truncated through fp32 tensor maps
-    /// ([`Precision::Tf32Truncated`]), rounded on load through TF32 maps
-    /// ([`Kernel::can_round_on_load`]).
-    Sm90Pingpong128x128Cluster2Trunc => wgmma("ge_sm90_pingpong_128x128x32_s6_cluster2_trunc", Schedule::Pingpong, [GE_SM90_PINGPONG_128X128_TILE_M, GE_SM90_PINGPONG_128X128_TILE_N, GE_SM90_PINGPONG_128X128_TILE_K, GE_SM90_PINGPONG_128X128_STAGES, GE_SM90_PINGPONG_128X128_THREADS, GE_SM90_PINGPONG_128X128_SMEM_BYTES], GE_SM90_CLUSTER_M, Precision::Tf32Truncated);
+    /// (sm_90); X rounded to nearest in registers and fed to wgmma from there, W read rounded
+    /// ([`Kernel::needs_rounded_w`]). Only [`crate::Dispatch::Force`] selects the `RmemA` builds:
+    /// their rounding stalls their own wgmma issue, and Auto gets the same rounding from the
+    /// TMA with the `SmemA` builds.
+    Sm90Pingpong128x128RmemA =>
+        wgmma("ge_sm90_pingpong_128x128x32_s6_rmem_a", SM90_PINGPONG_128X128, 1, Tf32);
+    /// [`Kernel::Sm90Pingpong128x128RmemA`] feeding X and W to wgmma from shared memory as the
+    /// TMA wrote them: truncated through fp32 tensor maps ([`Precision::Tf32Truncated`]), rounded
+    /// on load through TF32 maps ([`Kernel::can_round_on_load`]). Auto's TMA kernel between one
+    /// wave of [`Kernel::Sm90Pingpong64x128SmemA`]'s tiles and 3 waves of
+    /// [`Kernel::Sm90Cooperative128x256Cluster2SmemA`]'s cluster tiles.
+    Sm90Pingpong128x128SmemA =>
+        wgmma("ge_sm90_pingpong_128x128x32_s6_smem_a", SM90_PINGPONG_128X128, 1, Tf32Truncated);
+    /// The ping-pong kernel with 64×128×32 tiles and 8 stages (the same shared memory), X from
+    /// registers: twice the tiles, so a small-M problem needs half as many split-K parts per tile.
+    Sm90Pingpong64x128RmemA =>
+        wgmma("ge_sm90_pingpong_64x128x32_s8_rmem_a", SM90_PINGPONG_64X128, 1, Tf32);
+    /// [`Kernel::Sm90Pingpong64x128RmemA`] with X from shared memory: Auto's TMA kernel when its
+    /// tiles fit in one wave and [`Kernel::Sm90Pingpong64x64SmemA`]'s do not, or where the
+    /// 128×128 tiles' last wave is ragged.
+    Sm90Pingpong64x128SmemA =>
+        wgmma("ge_sm90_pingpong_64x128x32_s8_smem_a", SM90_PINGPONG_64X128, 1, Tf32Truncated);
+    /// The ping-pong kernel with 64×64×32 tiles and 12 stages (the same shared memory), X from
+    /// registers: cuBLAS's tile for M ≤ 128.
+    Sm90Pingpong64x64RmemA =>
+        wgmma("ge_sm90_pingpong_64x64x32_s12_rmem_a", SM90_PINGPONG_64X64, 1, Tf32);
+    /// [`Kernel::Sm90Pingpong64x64RmemA`] with X from shared memory: Auto's TMA kernel when its
+    /// tiles fit in one wave.
+    Sm90Pingpong64x64SmemA =>
+        wgmma("ge_sm90_pingpong_64x64x32_s12_smem_a", SM90_PINGPONG_64X64, 1, Tf32Truncated);
+    /// [`Kernel::Sm90Pingpong128x128RmemA`] with its CTAs paired into clusters of 2 along M: the
+    /// two compute vertically adjacent tiles and each TMA-multicasts half of their shared W tile
+    /// to both.
+    Sm90Pingpong128x128Cluster2RmemA =>
+        wgmma("ge_sm90_pingpong_128x128x32_s6_cluster2_rmem_a", SM90_PINGPONG_128X128, CLUSTER_M, Tf32);
+    /// [`Kernel::Sm90Pingpong128x128Cluster2RmemA`] with X from shared memory: Auto's kernel
+    /// from 3 waves of the cooperative 256×256 cluster tiles where K is short or their last wave
+    /// is ragged.
+    Sm90Pingpong128x128Cluster2SmemA =>
+        wgmma("ge_sm90_pingpong_128x128x32_s6_cluster2_smem_a", SM90_PINGPONG_128X128, CLUSTER_M, Tf32Truncated);
     /// TMA + wgmma cooperative, 128×256×32 tile shared by both consumer warpgroups (64 rows each,
-    /// `m64n256k8`), 4 stages, persistent (sm_90): fewer shared-memory and L2 bytes per FLOP
-    /// than the ping-pong, but no epilogue overlapped with the tensor cores. Only
-    /// [`crate::Dispatch::Force`] selects it.
-    Sm90Cooperative128x256 => wgmma("ge_sm90_cooperative_128x256x32_s4", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], 1, Precision::Tf32);
-    /// [`Kernel::Sm90Cooperative128x256`] feeding X and W to wgmma from shared
-    /// memory as the TMA wrote them: truncated through fp32 tensor maps
-    /// ([`Precision::Tf32Truncated`]), rounded on load through TF32 maps
-    /// ([`Kernel::can_round_on_load`]).
-    Sm90Cooperative128x256Trunc => wgmma("ge_sm90_cooperative_128x256x32_s4_trunc", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], 1, Precision::Tf32Truncated);
-    /// [`Kernel::Sm90Cooperative128x256`] in clusters of 2 along M, each CTA multicasting half
-    /// of the shared 256-row W tile (cuBLAS's configuration for large TF32 GEMMs on sm_90). Its
-    /// `Trunc` build is Auto's pick from 3 waves of its 256×256 cluster tiles.
-    Sm90Cooperative128x256Cluster2 => wgmma("ge_sm90_cooperative_128x256x32_s4_cluster2", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], GE_SM90_CLUSTER_M, Precision::Tf32);
-    /// [`Kernel::Sm90Cooperative128x256Cluster2`] feeding X and W to wgmma from shared
-    /// memory as the TMA wrote them: truncated through fp32 tensor maps
-    /// ([`Precision::Tf32Truncated`]), rounded on load through TF32 maps
-    /// ([`Kernel::can_round_on_load`]).
-    Sm90Cooperative128x256Cluster2Trunc => wgmma("ge_sm90_cooperative_128x256x32_s4_cluster2_trunc", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X256_TILE_M, GE_SM90_COOPERATIVE_128X256_TILE_N, GE_SM90_COOPERATIVE_128X256_TILE_K, GE_SM90_COOPERATIVE_128X256_STAGES, GE_SM90_COOPERATIVE_128X256_THREADS, GE_SM90_COOPERATIVE_128X256_SMEM_BYTES], GE_SM90_CLUSTER_M, Precision::Tf32Truncated);
+    /// `m64n256k8`), 4 stages, persistent (sm_90), X from registers: fewer shared-memory and L2
+    /// bytes per FLOP than the ping-pong, but no epilogue overlapped with the tensor cores.
+    Sm90Cooperative128x256RmemA =>
+        wgmma("ge_sm90_cooperative_128x256x32_s4_rmem_a", SM90_COOPERATIVE_128X256, 1, Tf32);
+    /// [`Kernel::Sm90Cooperative128x256RmemA`] with X from shared memory. Only
+    /// [`crate::Dispatch::Force`] selects it: Auto runs its cluster build.
+    Sm90Cooperative128x256SmemA =>
+        wgmma("ge_sm90_cooperative_128x256x32_s4_smem_a", SM90_COOPERATIVE_128X256, 1, Tf32Truncated);
+    /// [`Kernel::Sm90Cooperative128x256RmemA`] in clusters of 2 along M, each CTA multicasting
+    /// half of the shared 256-row W tile (cuBLAS's configuration for large TF32 GEMMs on sm_90).
+    Sm90Cooperative128x256Cluster2RmemA =>
+        wgmma("ge_sm90_cooperative_128x256x32_s4_cluster2_rmem_a", SM90_COOPERATIVE_128X256, CLUSTER_M, Tf32);
+    /// [`Kernel::Sm90Cooperative128x256Cluster2RmemA`] with X from shared memory: Auto's kernel
+    /// from 3 waves of its 256×256 cluster tiles (the reference shape's).
+    Sm90Cooperative128x256Cluster2SmemA =>
+        wgmma("ge_sm90_cooperative_128x256x32_s4_cluster2_smem_a", SM90_COOPERATIVE_128X256, CLUSTER_M, Tf32Truncated);
     /// TMA + wgmma cooperative in [`Precision::Tf32x3`], 128×128×32 tiles (64 rows per consumer
     /// warpgroup), 4 stages (each holds X and W's two parts): X split into big and small TF32
     /// parts in registers, three wgmmas per k-step, each k-block's sum added into the
     /// accumulator on the CUDA cores; W read already split ([`Kernel::needs_split_w`]). Auto's
     /// Tf32x3 kernel on sm_90 beyond one wave of [`Kernel::Sm90Pingpong64x128Tf32x3`]'s tiles.
-    Sm90Cooperative128x128Tf32x3 => wgmma("ge_sm90_cooperative_128x128x32_s4_x3", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X128_X3_TILE_M, GE_SM90_COOPERATIVE_128X128_X3_TILE_N, GE_SM90_COOPERATIVE_128X128_X3_TILE_K, GE_SM90_COOPERATIVE_128X128_X3_STAGES, GE_SM90_COOPERATIVE_128X128_X3_THREADS, GE_SM90_COOPERATIVE_128X128_X3_SMEM_BYTES], 1, Precision::Tf32x3);
+    Sm90Cooperative128x128Tf32x3 =>
+        wgmma("ge_sm90_cooperative_128x128x32_s4_x3", SM90_COOPERATIVE_128X128_X3, 1, Tf32x3);
     /// [`Kernel::Sm90Cooperative128x128Tf32x3`] in clusters of 2 along M, each CTA multicasting half
     /// of both W tiles.
-    Sm90Cooperative128x128Cluster2Tf32x3 => wgmma("ge_sm90_cooperative_128x128x32_s4_cluster2_x3", Schedule::Cooperative, [GE_SM90_COOPERATIVE_128X128_X3_TILE_M, GE_SM90_COOPERATIVE_128X128_X3_TILE_N, GE_SM90_COOPERATIVE_128X128_X3_TILE_K, GE_SM90_COOPERATIVE_128X128_X3_STAGES, GE_SM90_COOPERATIVE_128X128_X3_THREADS, GE_SM90_COOPERATIVE_128X128_X3_SMEM_BYTES], GE_SM90_CLUSTER_M, Precision::Tf32x3);
+    Sm90Cooperative128x128Cluster2Tf32x3 =>
+        wgmma("ge_sm90_cooperative_128x128x32_s4_cluster2_x3", SM90_COOPERATIVE_128X128_X3, CLUSTER_M, Tf32x3);
     /// The ping-pong kernel of [`Precision::Tf32x3`], 64×128×32 tiles (each consumer a whole
     /// tile), 4 stages: small M.
-    Sm90Pingpong64x128Tf32x3 => wgmma("ge_sm90_pingpong_64x128x32_s4_x3", Schedule::Pingpong, [GE_SM90_PINGPONG_64X128_X3_TILE_M, GE_SM90_PINGPONG_64X128_X3_TILE_N, GE_SM90_PINGPONG_64X128_X3_TILE_K, GE_SM90_PINGPONG_64X128_X3_STAGES, GE_SM90_PINGPONG_64X128_X3_THREADS, GE_SM90_PINGPONG_64X128_X3_SMEM_BYTES], 1, Precision::Tf32x3);
+    Sm90Pingpong64x128Tf32x3 =>
+        wgmma("ge_sm90_pingpong_64x128x32_s4_x3", SM90_PINGPONG_64X128_X3, 1, Tf32x3);
     /// Skinny, X rows 0..8 against 16 rows of W per CTA, 8 warps each with a 4-step ring of
     /// 32-wide k-steps (sm_90, M ≤ 8): operands rounded to nearest in registers. Auto's kernel
     /// for M ≤ 8 while W is at most 3·2²² elements (docs/TILING.md, "Skinny").
-    Sm90Skinny8x16 => skinny("ge_sm90_skinny_8x16x32_s4", [GE_SKINNY_8X16_TILE_M, GE_SKINNY_8X16_TILE_N, GE_SKINNY_8X16_TILE_K, GE_SKINNY_8X16_STAGES, GE_SKINNY_8X16_THREADS, GE_SKINNY_8X16_SMEM_BYTES], Precision::Tf32);
+    Sm90Skinny8x16 =>
+        skinny("ge_sm90_skinny_8x16x32_s4", SKINNY_8X16, Tf32);
     /// [`Kernel::Sm90Skinny8x16`] passing fp32 bits to the tensor cores ([`Precision::Tf32Truncated`]).
-    Sm90Skinny8x16Trunc => skinny("ge_sm90_skinny_8x16x32_s4_trunc", [GE_SKINNY_8X16_TILE_M, GE_SKINNY_8X16_TILE_N, GE_SKINNY_8X16_TILE_K, GE_SKINNY_8X16_STAGES, GE_SKINNY_8X16_THREADS, GE_SKINNY_8X16_SMEM_BYTES], Precision::Tf32Truncated);
+    Sm90Skinny8x16Trunc =>
+        skinny("ge_sm90_skinny_8x16x32_s4_trunc", SKINNY_8X16, Tf32Truncated);
     /// [`Kernel::Sm90Skinny8x16`] in [`Precision::Tf32x3`]: both operands split in registers,
     /// three `mma.sync` per product; a raw or rounded W (not a split prepared weight).
-    Sm90Skinny8x16Tf32x3 => skinny("ge_sm90_skinny_8x16x32_s4_x3", [GE_SKINNY_8X16_TILE_M, GE_SKINNY_8X16_TILE_N, GE_SKINNY_8X16_TILE_K, GE_SKINNY_8X16_STAGES, GE_SKINNY_8X16_THREADS, GE_SKINNY_8X16_SMEM_BYTES], Precision::Tf32x3);
+    Sm90Skinny8x16Tf32x3 =>
+        skinny("ge_sm90_skinny_8x16x32_s4_x3", SKINNY_8X16, Tf32x3);
     /// Skinny, X rows 0..16, 4 warps (sm_90, M ≤ 16): Auto's kernel for 8 < M ≤ 16 while W is
     /// at most 2²² elements.
-    Sm90Skinny16x16 => skinny("ge_sm90_skinny_16x16x32_s4", [GE_SKINNY_16X16_TILE_M, GE_SKINNY_16X16_TILE_N, GE_SKINNY_16X16_TILE_K, GE_SKINNY_16X16_STAGES, GE_SKINNY_16X16_THREADS, GE_SKINNY_16X16_SMEM_BYTES], Precision::Tf32);
+    Sm90Skinny16x16 =>
+        skinny("ge_sm90_skinny_16x16x32_s4", SKINNY_16X16, Tf32);
     /// [`Kernel::Sm90Skinny16x16`] passing fp32 bits to the tensor cores ([`Precision::Tf32Truncated`]).
-    Sm90Skinny16x16Trunc => skinny("ge_sm90_skinny_16x16x32_s4_trunc", [GE_SKINNY_16X16_TILE_M, GE_SKINNY_16X16_TILE_N, GE_SKINNY_16X16_TILE_K, GE_SKINNY_16X16_STAGES, GE_SKINNY_16X16_THREADS, GE_SKINNY_16X16_SMEM_BYTES], Precision::Tf32Truncated);
+    Sm90Skinny16x16Trunc =>
+        skinny("ge_sm90_skinny_16x16x32_s4_trunc", SKINNY_16X16, Tf32Truncated);
     /// [`Kernel::Sm90Skinny16x16`] in [`Precision::Tf32x3`].
-    Sm90Skinny16x16Tf32x3 => skinny("ge_sm90_skinny_16x16x32_s4_x3", [GE_SKINNY_16X16_TILE_M, GE_SKINNY_16X16_TILE_N, GE_SKINNY_16X16_TILE_K, GE_SKINNY_16X16_STAGES, GE_SKINNY_16X16_THREADS, GE_SKINNY_16X16_SMEM_BYTES], Precision::Tf32x3);
+    Sm90Skinny16x16Tf32x3 =>
+        skinny("ge_sm90_skinny_16x16x32_s4_x3", SKINNY_16X16, Tf32x3);
     /// GEMV on the CUDA cores, X row 0 against 2 rows of W per CTA, 8 warps with 2 chunks of
     /// 128 k in flight per lane (M = 1): operands rounded to nearest in registers, then multiplied
     /// exactly in fp32. Auto's kernel on sm_90 for M = 1 with K of at least its 2048-wide tile,
     /// W below 2²² or from 2²⁴ elements (docs/TILING.md, "GEMV").
-    Sm80Gemv1x2 => gemv("ge_sm80_gemv_1x2x2048_s2", [GE_GEMV_1X2_TILE_M, GE_GEMV_1X2_TILE_N, GE_GEMV_1X2_TILE_K, GE_GEMV_1X2_UNROLL, GE_GEMV_1X2_THREADS], Precision::Tf32);
+    Sm80Gemv1x2 =>
+        gemv("ge_sm80_gemv_1x2x2048_s2", GEMV_1X2, Tf32);
     /// [`Kernel::Sm80Gemv1x2`] on operands truncated to TF32 ([`Precision::Tf32Truncated`]).
-    Sm80Gemv1x2Trunc => gemv("ge_sm80_gemv_1x2x2048_s2_trunc", [GE_GEMV_1X2_TILE_M, GE_GEMV_1X2_TILE_N, GE_GEMV_1X2_TILE_K, GE_GEMV_1X2_UNROLL, GE_GEMV_1X2_THREADS], Precision::Tf32Truncated);
+    Sm80Gemv1x2Trunc =>
+        gemv("ge_sm80_gemv_1x2x2048_s2_trunc", GEMV_1X2, Tf32Truncated);
     /// [`Kernel::Sm80Gemv1x2`] in [`Precision::Tf32x3`]: the fp32 operands multiplied as they are
     /// (the fp32 product 3xTF32 emulates); a raw or rounded W (not a split prepared weight).
-    Sm80Gemv1x2Tf32x3 => gemv("ge_sm80_gemv_1x2x2048_s2_x3", [GE_GEMV_1X2_TILE_M, GE_GEMV_1X2_TILE_N, GE_GEMV_1X2_TILE_K, GE_GEMV_1X2_UNROLL, GE_GEMV_1X2_THREADS], Precision::Tf32x3);
+    Sm80Gemv1x2Tf32x3 =>
+        gemv("ge_sm80_gemv_1x2x2048_s2_x3", GEMV_1X2, Tf32x3);
     /// GEMV, X row 0 against 4 rows of W per CTA, 4 warps with one chunk in flight per lane
     /// (M = 1): Auto's kernel on sm_90 for M = 1 with K shorter than [`Kernel::Sm80Gemv1x2`]'s
     /// tile, under the same limits of W.
-    Sm80Gemv1x4 => gemv("ge_sm80_gemv_1x4x512_s1", [GE_GEMV_1X4_TILE_M, GE_GEMV_1X4_TILE_N, GE_GEMV_1X4_TILE_K, GE_GEMV_1X4_UNROLL, GE_GEMV_1X4_THREADS], Precision::Tf32);
+    Sm80Gemv1x4 =>
+        gemv("ge_sm80_gemv_1x4x512_s1", GEMV_1X4, Tf32);
     /// [`Kernel::Sm80Gemv1x4`] on operands truncated to TF32 ([`Precision::Tf32Truncated`]).
-    Sm80Gemv1x4Trunc => gemv("ge_sm80_gemv_1x4x512_s1_trunc", [GE_GEMV_1X4_TILE_M, GE_GEMV_1X4_TILE_N, GE_GEMV_1X4_TILE_K, GE_GEMV_1X4_UNROLL, GE_GEMV_1X4_THREADS], Precision::Tf32Truncated);
+    Sm80Gemv1x4Trunc =>
+        gemv("ge_sm80_gemv_1x4x512_s1_trunc", GEMV_1X4, Tf32Truncated);
     /// [`Kernel::Sm80Gemv1x4`] in [`Precision::Tf32x3`] (fp32 products).
-    Sm80Gemv1x4Tf32x3 => gemv("ge_sm80_gemv_1x4x512_s1_x3", [GE_GEMV_1X4_TILE_M, GE_GEMV_1X4_TILE_N, GE_GEMV_1X4_TILE_K, GE_GEMV_1X4_UNROLL, GE_GEMV_1X4_THREADS], Precision::Tf32x3);
+    Sm80Gemv1x4Tf32x3 =>
+        gemv("ge_sm80_gemv_1x4x512_s1_x3", GEMV_1X4, Tf32x3);
     /// GEMV, X rows 0..4 against 4 rows of W per CTA, 8 warps with one chunk in flight per lane
     /// (M ≤ 4): Auto's kernel on sm_90 for 2 ≤ M ≤ 4 from K = 1024, under the same limits of W.
-    Sm80Gemv4x4 => gemv("ge_sm80_gemv_4x4x1024_s1", [GE_GEMV_4X4_TILE_M, GE_GEMV_4X4_TILE_N, GE_GEMV_4X4_TILE_K, GE_GEMV_4X4_UNROLL, GE_GEMV_4X4_THREADS], Precision::Tf32);
+    Sm80Gemv4x4 =>
+        gemv("ge_sm80_gemv_4x4x1024_s1", GEMV_4X4, Tf32);
     /// [`Kernel::Sm80Gemv4x4`] on operands truncated to TF32 ([`Precision::Tf32Truncated`]).
-    Sm80Gemv4x4Trunc => gemv("ge_sm80_gemv_4x4x1024_s1_trunc", [GE_GEMV_4X4_TILE_M, GE_GEMV_4X4_TILE_N, GE_GEMV_4X4_TILE_K, GE_GEMV_4X4_UNROLL, GE_GEMV_4X4_THREADS], Precision::Tf32Truncated);
+    Sm80Gemv4x4Trunc =>
+        gemv("ge_sm80_gemv_4x4x1024_s1_trunc", GEMV_4X4, Tf32Truncated);
     /// [`Kernel::Sm80Gemv4x4`] in [`Precision::Tf32x3`] (fp32 products).
-    Sm80Gemv4x4Tf32x3 => gemv("ge_sm80_gemv_4x4x1024_s1_x3", [GE_GEMV_4X4_TILE_M, GE_GEMV_4X4_TILE_N, GE_GEMV_4X4_TILE_K, GE_GEMV_4X4_UNROLL, GE_GEMV_4X4_THREADS], Precision::Tf32x3);
+    Sm80Gemv4x4Tf32x3 =>
+        gemv("ge_sm80_gemv_4x4x1024_s1_x3", GEMV_4X4, Tf32x3);
 }
 
 impl Kernel {
@@ -481,7 +638,7 @@ mod tests {
     use super::*;
 
     /// The symbol every row names, rebuilt from its facts: family, schedule, tile, stages,
-    /// access, rounding and cluster in one vocabulary.
+    /// access, precision and cluster in one vocabulary.
     fn expected_name(k: Kernel) -> String {
         let s = k.spec();
         let schedule = match s.schedule {
@@ -502,10 +659,12 @@ mod tests {
         if s.cluster_m > 1 {
             name += &format!("_cluster{}", s.cluster_m);
         }
-        match s.precision {
-            Precision::Tf32Truncated => name += "_trunc",
-            Precision::Tf32x3 => name += "_x3",
-            _ => {}
+        match (s.family, s.precision) {
+            (Family::TmaWgmma, Precision::Tf32Truncated) => name += "_smem_a",
+            (Family::TmaWgmma, Precision::Tf32) => name += "_rmem_a",
+            (_, Precision::Tf32Truncated) => name += "_trunc",
+            (_, Precision::Tf32x3) => name += "_x3",
+            (_, Precision::Tf32) => {}
         }
         name
     }
@@ -521,7 +680,10 @@ mod tests {
             let variant = format!("{k:?}");
             assert!(variant.contains(&format!("{m}x{n}")), "{variant}");
             assert_eq!(variant.contains("Cluster2"), k.cluster_m() == 2, "{variant}");
-            assert_eq!(variant.ends_with("Trunc"), k.precision() == Precision::Tf32Truncated, "{variant}");
+            let tma = k.family() == Family::TmaWgmma;
+            assert_eq!(variant.ends_with("Trunc"), !tma && k.precision() == Precision::Tf32Truncated, "{variant}");
+            assert_eq!(variant.ends_with("SmemA"), k.can_round_on_load(), "{variant}");
+            assert_eq!(variant.ends_with("RmemA"), k.needs_rounded_w(), "{variant}");
             assert_eq!(variant.ends_with("Tf32x3"), k.precision() == Precision::Tf32x3, "{variant}");
         }
         let mut names: Vec<_> = Kernel::ALL.iter().map(|k| k.name()).collect();
@@ -599,8 +761,8 @@ mod tests {
                 s.name
             );
         }
-        assert_eq!(Kernel::Sm90Cooperative128x256Cluster2Trunc.spec().w_box_rows(), 128);
-        assert_eq!(Kernel::Sm90Cooperative128x256Trunc.spec().tile_parts(), 2);
+        assert_eq!(Kernel::Sm90Cooperative128x256Cluster2SmemA.spec().w_box_rows(), 128);
+        assert_eq!(Kernel::Sm90Cooperative128x256SmemA.spec().tile_parts(), 2);
         assert_eq!(Kernel::Sm80Mma64x64Vec4.tile(), (64, 64, 32));
         assert_eq!(Kernel::Sm90Skinny8x16.tile(), (8, 16, 32));
         assert_eq!(Kernel::Sm80Mma64x64Vec4.max_m(), None);

@@ -162,12 +162,12 @@ mod tests {
     #[test]
     fn cluster_kernels_need_room_for_a_cluster() {
         let fits = Occupancy { max_active_clusters: 66, ..Occupancy::NONE };
-        assert_eq!(unsupported(Kernel::Sm90Pingpong128x128Cluster2Trunc, &H200, &fits), None);
-        let why = unsupported(Kernel::Sm90Pingpong128x128Cluster2Trunc, &H200, &Occupancy::NONE).expect("refused");
+        assert_eq!(unsupported(Kernel::Sm90Pingpong128x128Cluster2SmemA, &H200, &fits), None);
+        let why = unsupported(Kernel::Sm90Pingpong128x128Cluster2SmemA, &H200, &Occupancy::NONE).expect("refused");
         assert!(why.contains("cluster"), "{why}");
         // The plain kernels do not care.
-        assert_eq!(unsupported(Kernel::Sm90Pingpong128x128Trunc, &H200, &Occupancy::NONE), None);
-        assert!(unsupported(Kernel::Sm90Pingpong128x128Cluster2Trunc, &A100, &fits)
+        assert_eq!(unsupported(Kernel::Sm90Pingpong128x128SmemA, &H200, &Occupancy::NONE), None);
+        assert!(unsupported(Kernel::Sm90Pingpong128x128Cluster2SmemA, &A100, &fits)
             .expect("refused")
             .contains("sm_90"));
         // The skinny kernels' clusters are the plan's, not the table's: sm_90 is all they need.
@@ -191,8 +191,8 @@ mod tests {
     fn waves_count_what_runs_at_once() {
         let mut o = Occupancy { max_active_clusters: 60, ..Occupancy::NONE };
         o.ctas_per_sm[Kernel::Sm80Mma128x128Vec4.index()] = 2;
-        assert_eq!(o.wave(&H200, Kernel::Sm90Pingpong128x128Trunc), 132);
-        assert_eq!(o.wave(&H200, Kernel::Sm90Cooperative128x256Cluster2Trunc), 60);
+        assert_eq!(o.wave(&H200, Kernel::Sm90Pingpong128x128SmemA), 132);
+        assert_eq!(o.wave(&H200, Kernel::Sm90Cooperative128x256Cluster2SmemA), 60);
         assert_eq!(o.wave(&H200, Kernel::Sm80Mma128x128Vec4), 264);
         assert_eq!(o.wave(&A100, Kernel::Sm80Mma128x256Vec4), 108);
     }

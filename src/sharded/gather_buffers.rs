@@ -185,9 +185,10 @@ impl Drop for GatherBuffer {
         // No stream uses the buffer any more (`GatherBuffers::release`, `CommState`'s drop),
         // and the communicator outlives it (`CommState` drops its buffers first).
         let _ = slice.stream().context().bind_to_thread();
-        let _ = slice.leak(); // NCCL's memory: freed below, not by cudarc
-                              // SAFETY: this buffer's window on its communicator (where NCCL registered one) and its
-                              // NCCL allocation, each released once. Errors have nowhere to go in a drop.
+        // NCCL's memory: freed below, not by cudarc.
+        let _ = slice.leak();
+        // SAFETY: this buffer's window on its communicator (where NCCL registered one) and its
+        // NCCL allocation, each released once. Errors have nowhere to go in a drop.
         unsafe {
             if !memory.window.is_null() {
                 let _: std::result::Result<_, NcclError> =

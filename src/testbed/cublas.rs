@@ -44,8 +44,10 @@ pub struct CublasBaseline {
 impl CublasBaseline {
     /// A cuBLAS handle on `stream`; `gemm` supplies the module of the elementwise kernel and the
     /// validation.
+    /// [`Error::NoLibrary`] where cudarc cannot load libcublas.
     pub fn new(gemm: &FusedGemm, stream: Arc<CudaStream>) -> Result<Self> {
         gemm.check_stream(&stream)?;
+        super::cublas_library()?;
         let elementwise = gemm.module().load_function(ELEMENTWISE)?;
         Ok(Self { blas: CudaBlas::new(stream.clone())?, stream, gemm: gemm.clone(), elementwise })
     }
@@ -69,7 +71,7 @@ impl CublasBaseline {
         w: &MatrixRef<'_>,
         out: &mut MatrixMut<'_>,
     ) -> Result<()> {
-        let shape = self.gemm.validate(x, w, None, out)?;
+        let shape = self.gemm.validate(x, w, None, &out.view())?;
         if shape.m == 0 || shape.n == 0 {
             return Ok(());
         }
@@ -187,7 +189,7 @@ impl CublasBaseline {
         scale: f32,
         out: &mut MatrixMut<'_>,
     ) -> Result<()> {
-        self.gemm.validate(x, w, bias, out)?;
+        self.gemm.validate(x, w, bias, &out.view())?;
         self.gemm(x, w, out)?;
         self.elementwise(bias, scale, out)
     }

@@ -181,8 +181,10 @@ fn layout(rows: usize, cols: usize, ld: usize) -> Result<Layout> {
 
 impl CublasLtLinear {
     /// A cuBLASLt handle and a 32 MiB workspace on `stream`; `gemm` supplies the validation.
+    /// [`Error::NoLibrary`] where cudarc cannot load libcublasLt.
     pub fn new(gemm: &FusedGemm, stream: Arc<CudaStream>) -> Result<Self> {
         gemm.check_stream(&stream)?;
+        super::cublaslt_library()?;
         stream.context().bind_to_thread()?;
         let workspace = stream.alloc_zeros::<u8>(WORKSPACE_BYTES)?;
         let handle = lt::create_handle()?;
@@ -207,7 +209,7 @@ impl CublasLtLinear {
         out: &MatrixMut<'_>,
     ) -> Result<CublasLtPlan> {
         self.gemm.check_stream(&self.stream)?;
-        let shape = self.gemm.validate(x, w, bias, out)?;
+        let shape = self.gemm.validate(x, w, bias, &out.view())?;
         let align = {
             let (xp, _xg) = x.data.device_ptr(&self.stream);
             let (wp, _wg) = w.data.device_ptr(&self.stream);
@@ -300,7 +302,7 @@ impl CublasLtLinear {
         w: &MatrixRef<'_>,
         out: &mut MatrixMut<'_>,
     ) -> Result<()> {
-        let shape = self.gemm.validate(x, w, None, out)?;
+        let shape = self.gemm.validate(x, w, None, &out.view())?;
         let k = &plan.key;
         let checks = [
             ("M vs prepared plan", k.m, shape.m),

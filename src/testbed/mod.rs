@@ -33,6 +33,43 @@ pub enum Error {
     Cublas(cudarc::cublas::result::CublasError),
     /// A cuBLASLt call.
     CublasLt(cudarc::cublaslt::result::CublasError),
+    /// A library the baseline calls could not be loaded (cudarc panics on first use without it).
+    NoLibrary {
+        /// The library's name, as cudarc looks for it.
+        name: &'static str,
+    },
+}
+
+/// Whether cudarc can load the library `present` checks for: it loads cuBLAS and cuBLASLt at run
+/// time and panics on first use when it cannot, so the constructors ask first. Where cudarc links
+/// them instead (its `dynamic-linking`, which candle asks for), a missing library stops the
+/// process at start-up, before any call.
+fn library(name: &'static str, present: unsafe fn() -> bool) -> Result<()> {
+    // SAFETY: cudarc's own check: loading the library runs its initialisers; nothing is called.
+    match unsafe { present() } {
+        true => Ok(()),
+        false => Err(Error::NoLibrary { name }),
+    }
+}
+
+#[cfg(not(feature = "candle"))]
+pub(crate) fn cublas_library() -> Result<()> {
+    library("libcublas", cudarc::cublas::sys::is_culib_present)
+}
+
+#[cfg(not(feature = "candle"))]
+pub(crate) fn cublaslt_library() -> Result<()> {
+    library("libcublasLt", cudarc::cublaslt::sys::is_culib_present)
+}
+
+#[cfg(feature = "candle")]
+pub(crate) fn cublas_library() -> Result<()> {
+    Ok(())
+}
+
+#[cfg(feature = "candle")]
+pub(crate) fn cublaslt_library() -> Result<()> {
+    Ok(())
 }
 
 impl fmt::Display for Error {
@@ -42,6 +79,9 @@ impl fmt::Display for Error {
             Error::Driver(e) => write!(f, "CUDA driver error: {e:?}"),
             Error::Cublas(e) => write!(f, "cuBLAS error: {e:?}"),
             Error::CublasLt(e) => write!(f, "cuBLASLt error: {e:?}"),
+            Error::NoLibrary { name } => {
+                write!(f, "{name} could not be loaded: install the CUDA toolkit's {name}, or put it on LD_LIBRARY_PATH")
+            }
         }
     }
 }
@@ -53,6 +93,7 @@ impl std::error::Error for Error {
             Error::Driver(e) => Some(e),
             Error::Cublas(e) => Some(e),
             Error::CublasLt(e) => Some(e),
+            Error::NoLibrary { .. } => None,
         }
     }
 }

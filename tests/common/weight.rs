@@ -62,7 +62,7 @@ impl<'a> CaseWeight<'a> {
         bias: Option<&CudaView<'_, f32>>,
         out: &MatrixMut<'_>,
     ) -> Result<Option<Plan>> {
-        with_w!(self, w => gemm.plan(stream, x, w, bias, out))
+        with_w!(self, w => gemm.plan(stream, x, w, bias, &out.view()))
     }
 
     /// [`FusedGemm::workspace_len`] with this W.

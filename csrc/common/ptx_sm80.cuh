@@ -1,10 +1,11 @@
-// PTX of the mma.sync family only (cp.async, mma.sync), each a tiny named function.
-// Thread scope: nothing here reads threadIdx. What both families use is in ../common/ptx.cuh.
+// PTX of the sm_80 instructions (cp.async, mma.sync) that two families use: the mma.sync
+// kernels (sm80/) and the skinny kernels (skinny/), each a tiny named function called as
+// ge::ptx::.... Thread scope: nothing here reads threadIdx.
 #pragma once
 
 #include <cstdint>
 
-namespace ge::sm80::ptx {
+namespace ge::ptx {
 
 // ---- cp.async ----------------------------------------------------------------------------
 
@@ -41,4 +42,4 @@ __device__ __forceinline__ void mma_m16n8k8_tf32(float (&d)[4], const uint32_t (
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-}  // namespace ge::sm80::ptx
+}  // namespace ge::ptx
