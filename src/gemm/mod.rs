@@ -462,8 +462,3 @@ impl MatrixRef<'_> {
     }
 }
 
-impl MatrixMut<'_> {
-    fn extent(&self) -> Extent {
-        Extent { rows: self.rows, cols: self.cols, ld: self.ld, len: self.data.len() }
-    }
-}

@@ -64,7 +64,9 @@ pub struct RawBuffer {
 
 impl FusedGemm {
     /// [`FusedGemm::run_with_workspace`] on raw device addresses and a raw stream handle, for
-    /// callers that do not hold this crate's cudarc types. `bias`, if any, holds N elements;
+    /// callers that do not hold this crate's cudarc types. `bias`, if any, holds at least N
+    /// elements (its first N are read: a raw address comes with what is available behind it,
+    /// where the safe calls take a view of exactly N);
     /// `workspace`, if any, is sized by [`FusedGemm::max_workspace_len`] (or
     /// [`FusedGemm::plan_with_workspace`] for less) and starts 16-byte aligned. `stream` is a
     /// `CUstream`. Returns the plan that ran (`None`: M or N is 0).
