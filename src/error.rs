@@ -20,6 +20,8 @@ pub enum Operand {
     Out,
     /// The scratch memory of [`crate::FusedGemm::run_with_workspace`].
     Workspace,
+    /// The memory [`crate::FusedGemm::prepare_weight_raw`] writes a prepared weight into.
+    PreparedWeight,
 }
 
 impl fmt::Display for Operand {
@@ -30,6 +32,7 @@ impl fmt::Display for Operand {
             Operand::Bias => "bias",
             Operand::Out => "out",
             Operand::Workspace => "workspace",
+            Operand::PreparedWeight => "prepared weight",
         })
     }
 }
@@ -97,6 +100,12 @@ pub enum Error {
     },
     /// The workspace does not start at a 16-byte-aligned address (a view at an odd offset).
     MisalignedWorkspace {
+        /// Its device address.
+        address: u64,
+    },
+    /// The memory given to [`crate::FusedGemm::prepare_weight_raw`] does not start at a
+    /// 16-byte-aligned address.
+    MisalignedPreparedWeight {
         /// Its device address.
         address: u64,
     },
@@ -185,6 +194,10 @@ impl fmt::Display for Error {
                 f,
                 "workspace: address {address:#x} is not 16-byte aligned (use an allocation or a view at a multiple of 4 elements)"
             ),
+            Error::MisalignedPreparedWeight { address } => write!(
+                f,
+                "prepared weight: address {address:#x} is not 16-byte aligned (the kernels read its rows 16 bytes at a time and through TMA)"
+            ),
             Error::MisalignedPointer { operand, address } => {
                 write!(f, "{operand}: address {address:#x} is not 4-byte aligned (f32 data)")
             }
@@ -257,6 +270,11 @@ mod tests {
             (Error::WrongContext { operand: None }, &["stream", "context"]),
             (Error::MisalignedWorkspace { address: 0x1004 }, &["workspace", "0x1004", "16-byte"]),
             (Error::MisalignedPointer { operand: Operand::X, address: 0x1002 }, &["x:", "0x1002", "4-byte"]),
+            (Error::MisalignedPreparedWeight { address: 0x1008 }, &["prepared weight", "0x1008", "16-byte"]),
+            (
+                Error::BufferTooSmall { operand: Operand::PreparedWeight, needed: 64, len: 32 },
+                &["prepared weight", "64"],
+            ),
             (Error::Overlapping { operand: Operand::Out, with: Operand::Workspace }, &["out", "workspace", "overlaps"]),
             (
                 Error::PreparedForOtherPrecision { prepared: Precision::Tf32, asked: Precision::Tf32Truncated },

@@ -119,7 +119,7 @@ mod threading;
 
 pub use device::{cuda_context, DeviceInfo};
 pub use error::{Error, Operand, Result};
-pub use gemm::{Dispatch, FusedGemm, Plan, PreparedWeight, RawBuffer, RawMatrix, Weight};
+pub use gemm::{Dispatch, FusedGemm, Plan, PreparedWeight, RawBuffer, RawMatrix, RawPreparedWeight, Weight};
 pub use kernels::{Family, Kernel, Precision};
 pub use linear::Linear;
 pub use matrix::{MatrixMut, MatrixRef};

@@ -8,6 +8,7 @@ mod plan;
 #[cfg(test)]
 mod proptests;
 mod raw;
+mod raw_prepared;
 mod shape;
 mod skinny;
 mod stream_k;
@@ -28,6 +29,7 @@ pub(crate) use launch::rowwise_grid;
 use launch::RepackMode;
 pub use plan::Plan;
 pub use raw::{RawBuffer, RawMatrix};
+pub use raw_prepared::RawPreparedWeight;
 pub(crate) use shape::Shape;
 use weight::WeightForm;
 pub use weight::{PreparedWeight, Weight};
@@ -370,16 +372,7 @@ impl FusedGemm {
             return Err(Error::WrongContext { operand: Some(Operand::W) });
         }
         let shape = validate::validate_weight(w.extent())?;
-        let ld = workspace::repacked_ld(shape.k);
-        let form = match self.policy.precision {
-            Precision::Tf32 => WeightForm::Rounded,
-            // Only the sm_90 kernels read W split; the mma.sync ones split it themselves.
-            Precision::Tf32x3 if self.kernels.device.is_hopper() => WeightForm::Split,
-            _ => WeightForm::Raw,
-        };
-        let parts = if form == WeightForm::Split { 2 } else { 1 };
-        let len = shape.n.checked_mul(ld).and_then(|l| l.checked_mul(parts));
-        let len = len.ok_or(Error::DimensionTooLarge { what: "N · K", value: shape.n, max: validate::MAX_DIM })?;
+        let (ld, form, len) = self.prepared_layout(shape)?;
         // SAFETY: the repack below writes every one of the len elements (zeros past K; both parts
         // when split) before anything can read them (stream order); the one element a 0 × 0
         // weight allocates is never read.
@@ -399,6 +392,22 @@ impl FusedGemm {
             )?;
         }
         Ok(PreparedWeight::new(data, shape.n, shape.k, ld, self.policy.precision, form))
+    }
+
+    /// How this handle prepares an N × K weight: its row stride (K rounded up to whole 128-byte
+    /// lines), the form of its values, and the f32 elements it takes (both parts when split).
+    pub(crate) fn prepared_layout(&self, shape: Shape) -> Result<(usize, WeightForm, usize)> {
+        let ld = workspace::repacked_ld(shape.k);
+        let form = match self.policy.precision {
+            Precision::Tf32 => WeightForm::Rounded,
+            // Only the sm_90 kernels read W split; the mma.sync ones split it themselves.
+            Precision::Tf32x3 if self.kernels.device.is_hopper() => WeightForm::Split,
+            _ => WeightForm::Raw,
+        };
+        let parts = if form == WeightForm::Split { 2 } else { 1 };
+        let len = shape.n.checked_mul(ld).and_then(|l| l.checked_mul(parts));
+        let len = len.ok_or(Error::DimensionTooLarge { what: "N · K", value: shape.n, max: validate::MAX_DIM })?;
+        Ok((ld, form, len))
     }
 
     /// W as a matrix view and the form of a prepared weight's values, once checked that a
@@ -450,7 +459,7 @@ impl FusedGemm {
         &self.kernels.module
     }
 
-    fn select(&self, call: Call) -> Result<Plan> {
+    pub(crate) fn select(&self, call: Call) -> Result<Plan> {
         let (device, occupancy) = self.resources();
         dispatch::select(&device, &occupancy, self.policy, call)
     }
@@ -461,4 +470,3 @@ impl MatrixRef<'_> {
         Extent { rows: self.rows, cols: self.cols, ld: self.ld, len: self.data.len() }
     }
 }
-

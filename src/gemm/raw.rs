@@ -5,12 +5,13 @@
 
 use std::ffi::c_void;
 
-use cudarc::driver::sys;
+use cudarc::driver::{sys, CudaContext};
 
 use super::dispatch::Call;
 use super::launch::{self, Addresses};
 use super::shape::Strided;
 use super::validate::{self, Extent};
+use super::weight::WeightForm;
 use super::{FusedGemm, Plan};
 use crate::driver::pointer;
 use crate::error::{Error, Operand, Result};
@@ -38,13 +39,13 @@ impl RawMatrix {
         Self { ptr, rows, cols, ld: cols, len: rows.saturating_mul(cols) }
     }
 
-    fn extent(&self) -> Extent {
+    pub(super) fn extent(&self) -> Extent {
         Extent { rows: self.rows, cols: self.cols, ld: self.ld, len: self.len }
     }
 
     /// Elements from `ptr` to one past the last one the shape reaches (saturating; exact for a
     /// validated extent).
-    fn reach(&self) -> usize {
+    pub(super) fn reach(&self) -> usize {
         match (self.rows, self.cols) {
             (0, _) | (_, 0) => 0,
             (r, c) => (r - 1).saturating_mul(self.ld).saturating_add(c),
@@ -99,13 +100,35 @@ impl FusedGemm {
         out: RawMatrix,
         workspace: Option<RawBuffer>,
     ) -> Result<Option<Plan>> {
+        let w = RawOperandW { matrix: w, reach: w.reach(), prepared: None };
+        // SAFETY: the caller's contract above is `run_checked`'s.
+        unsafe { self.run_checked(stream, x, w, bias, scale, out, workspace) }
+    }
+
+    /// `run_raw`'s checks and launch, for W as given or as a raw prepared weight.
+    ///
+    /// # Safety
+    /// As [`FusedGemm::run_raw`]; for a prepared W, its `reach` elements hold what
+    /// [`FusedGemm::prepare_weight_raw`] wrote, unchanged.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn run_checked(
+        &self,
+        stream: *mut c_void,
+        x: RawMatrix,
+        w: RawOperandW,
+        bias: Option<RawBuffer>,
+        scale: f32,
+        out: RawMatrix,
+        workspace: Option<RawBuffer>,
+    ) -> Result<Option<Plan>> {
         let ctx = &self.kernels.ctx;
         let stream = stream as sys::CUstream;
         // SAFETY: the caller vouches for the handle (contract above).
         if unsafe { pointer::stream_context(ctx, stream) }? != ctx.cu_ctx() {
             return Err(Error::WrongContext { operand: None });
         }
-        let shape = validate::validate_shapes(x.extent(), w.extent(), bias.map(|_| w.rows), out.extent())?;
+        let shape =
+            validate::validate_shapes(x.extent(), w.matrix.extent(), bias.map(|_| w.matrix.rows), out.extent())?;
         if let Some(b) = bias {
             if b.len < shape.n {
                 return Err(Error::BufferTooSmall { operand: Operand::Bias, needed: shape.n, len: b.len });
@@ -118,32 +141,17 @@ impl FusedGemm {
         // (operand, address, elements the call may touch from it on)
         let operands = [
             (Operand::X, x.ptr, x.reach()),
-            (Operand::W, w.ptr, w.reach()),
+            (Operand::W, w.matrix.ptr, w.reach),
             (Operand::Bias, bias.map_or(0, |b| b.ptr), bias.map_or(0, |_| shape.n)),
             (Operand::Out, out.ptr, out.reach()),
             (Operand::Workspace, ws.ptr, ws.len),
         ];
         for (operand, ptr, reach) in operands {
-            if ptr % 4 != 0 {
-                return Err(Error::MisalignedPointer { operand, address: ptr });
-            }
-            if reach == 0 {
-                continue;
-            }
-            let (ordinal, end) = pointer::allocation(ctx, ptr)?;
-            if ordinal != ctx.ordinal() as i32 {
-                return Err(Error::WrongContext { operand: Some(operand) });
-            }
-            let available = (end.saturating_sub(ptr) / 4) as usize;
-            if available < reach {
-                return Err(Error::BufferTooSmall { operand, needed: reach, len: available });
-            }
+            check_allocation(ctx, operand, ptr, reach)?;
         }
-        let bytes = |ptr: u64, reach: usize| (ptr, ptr.saturating_add(4u64.saturating_mul(reach as u64)));
-        let out_range = bytes(out.ptr, out.reach());
+        let out_range = byte_range(out.ptr, out.reach());
         for (operand, ptr, reach) in operands {
-            let range = bytes(ptr, reach);
-            if operand != Operand::Out && reach > 0 && range.0 < out_range.1 && out_range.0 < range.1 {
+            if operand != Operand::Out && reach > 0 && overlap(byte_range(ptr, reach), out_range) {
                 return Err(Error::Overlapping { operand: Operand::Out, with: operand });
             }
         }
@@ -152,12 +160,12 @@ impl FusedGemm {
         }
         let a = Addresses {
             x: Strided { addr: x.ptr, ld: x.ld },
-            w: Strided { addr: w.ptr, ld: w.ld },
+            w: Strided { addr: w.matrix.ptr, ld: w.matrix.ld },
             bias: bias.map_or(0, |b| b.ptr),
             out: Strided { addr: out.ptr, ld: out.ld },
             workspace: ws.ptr,
         };
-        let call = Call { shape, x: a.x, w: a.w, w_prepared: None, workspace: ws.len };
+        let call = Call { shape, x: a.x, w: a.w, w_prepared: w.prepared, workspace: ws.len };
         let plan = self.select(call)?.for_out(shape.n, a.out);
         // SAFETY: a borrowed handle of this context (checked above; alive by the contract);
         // dropping the wrapper leaves the stream to its owner.
@@ -165,6 +173,45 @@ impl FusedGemm {
         launch::launch(&self.kernels, &stream, &plan, shape, a, scale)?;
         Ok(Some(plan))
     }
+}
+
+/// W as the raw path reads it: its matrix (of a prepared weight, the big parts), the elements
+/// the call may read from its address on (a split weight's small parts too), and its form.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct RawOperandW {
+    pub matrix: RawMatrix,
+    pub reach: usize,
+    pub prepared: Option<WeightForm>,
+}
+
+/// Checks a raw address the call will touch `reach` f32 elements from: 4-byte aligned, in an
+/// allocation of this context's device that holds them (nothing to check when `reach` is 0).
+pub(super) fn check_allocation(ctx: &CudaContext, operand: Operand, ptr: u64, reach: usize) -> Result<()> {
+    if ptr % 4 != 0 {
+        return Err(Error::MisalignedPointer { operand, address: ptr });
+    }
+    if reach == 0 {
+        return Ok(());
+    }
+    let (ordinal, end) = pointer::allocation(ctx, ptr)?;
+    if ordinal != ctx.ordinal() as i32 {
+        return Err(Error::WrongContext { operand: Some(operand) });
+    }
+    let available = (end.saturating_sub(ptr) / 4) as usize;
+    if available < reach {
+        return Err(Error::BufferTooSmall { operand, needed: reach, len: available });
+    }
+    Ok(())
+}
+
+/// The bytes `[start, end)` that `reach` f32 elements from `ptr` on cover (saturating).
+pub(super) fn byte_range(ptr: u64, reach: usize) -> (u64, u64) {
+    (ptr, ptr.saturating_add(4u64.saturating_mul(reach as u64)))
+}
+
+/// Whether two byte ranges share a byte.
+pub(super) fn overlap(a: (u64, u64), b: (u64, u64)) -> bool {
+    a.0 < b.1 && b.0 < a.1
 }
 
 #[cfg(test)]
