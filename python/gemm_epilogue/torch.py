@@ -1,0 +1,324 @@
+"""PyTorch integration: ``FusedLinear`` and the ``torch.library`` op it runs.
+
+``FusedLinear(in_features, out_features, scale)`` is ``nn.Linear`` followed by ``y*scale +
+y.clone()``, computed in one kernel on PyTorch's current stream: the same parameters (``weight``
+N×K, ``bias`` N, initialised as ``nn.Linear`` does), so a model's ``state_dict`` loads into it.
+
+- The op ``torch.ops.gemm_epilogue.fused_linear(x, weight, bias, scale, precision, prepared)``
+  has a fake (meta) implementation, so ``torch.compile(fullgraph=True)`` traces it, and an
+  autograd formula (backward through PyTorch's own matmuls).
+- Tensors cross as device addresses, shapes and strides; the crate checks each against the
+  driver's record of its allocation. Inputs whose rows are not contiguous are copied first
+  (``.contiguous()``); strided rows (``x[:, :k]`` of a wider tensor) are read in place.
+- A ``FusedLinear`` keeps its weight prepared for the kernels (rows padded to 128 bytes, rounded
+  or split as its precision reads it: one more N×K copy on the device) and prepares it again
+  when the parameter changes (its version counter, its storage or its device). Writes through
+  ``weight.data`` bypass the version counter: call ``FusedLinear.weight_changed()`` after them.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from . import PRECISIONS, GemmEpilogueError, _native
+
+__all__ = ["FusedLinear", "fused_linear", "prepare_weight", "GemmEpilogueError", "PRECISIONS"]
+
+_handles: dict = {}
+_handles_lock = threading.Lock()
+
+
+def _gemm(device: torch.device, precision: str) -> "_native.Gemm":
+    """The crate's handle for this device and precision, made once per process."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    key = (index, precision)
+    handle = _handles.get(key)
+    if handle is None:
+        with _handles_lock:
+            handle = _handles.get(key)
+            if handle is None:
+                handle = _native.Gemm(index, precision)
+                _handles[key] = handle
+    return handle
+
+
+def _check_precision(precision: str) -> None:
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r}: one of {', '.join(map(repr, PRECISIONS))}")
+
+
+def _check_operands(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> None:
+    """What the crate cannot see in an address: the device type, the dtype, the device."""
+    for name, t in (("x", x), ("weight", weight), ("bias", bias)):
+        if t is None:
+            continue
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+        if t.device.type != "cuda":
+            raise GemmEpilogueError(f"{name}: a {t.device.type} tensor; gemm_epilogue computes on CUDA tensors")
+        if t.dtype != torch.float32:
+            raise GemmEpilogueError(f"{name}: dtype {t.dtype}; gemm_epilogue takes torch.float32")
+        if t.device != x.device:
+            raise GemmEpilogueError(f"{name} is on {t.device} but x on {x.device}: every operand on one device")
+    if weight.dim() != 2:
+        raise GemmEpilogueError(f"weight: {weight.dim()} dimensions; it is N × K (out_features × in_features)")
+    if bias is not None and bias.dim() != 1:
+        raise GemmEpilogueError(f"bias: {bias.dim()} dimensions; it is a vector of N (out_features)")
+    if x.dim() == 0:
+        raise GemmEpilogueError("x: a scalar; x is (..., K) with K = in_features")
+
+
+def _available(t: Tensor) -> int:
+    """f32 elements from ``t.data_ptr()`` to the end of its storage."""
+    return t.untyped_storage().nbytes() // 4 - t.storage_offset()
+
+
+def _row_major(t: Tensor) -> Tensor:
+    """``t`` (2-D) itself when the kernel can read it (elements of a row contiguous, rows at
+    any stride of at least a row), else a contiguous copy."""
+    rows, cols = t.shape
+    if (cols <= 1 or t.stride(1) == 1) and (rows <= 1 or t.stride(0) >= cols):
+        return t
+    return t.contiguous()
+
+
+def _matrix(t: Tensor) -> tuple:
+    """(address, rows, cols, row stride, elements available) of a 2-D row-major tensor."""
+    rows, cols = t.shape
+    ld = t.stride(0) if rows > 1 else cols
+    return (t.data_ptr(), rows, cols, max(ld, cols), _available(t))
+
+
+def _prepared_len(n: int, k: int, precision: str) -> int:
+    """Elements of a prepared weight: N rows of K rounded up to 32, both 3xTF32 parts for
+    ``"tf32x3"`` (the split form sm_90 reads; other GPUs use the first half)."""
+    return n * (-(-k // 32) * 32) * (2 if precision == "tf32x3" else 1)
+
+
+def prepare_weight(weight: Tensor, precision: str = "tf32") -> Tensor:
+    """``weight`` (N × K) prepared for the kernels of ``precision``, as a new 1-D tensor on its
+    device (queued on the current stream): pass it as ``prepared`` to the op with the same
+    weight, unchanged since, and the same precision."""
+    _check_precision(precision)
+    _check_operands(weight, weight, None)
+    n, k = weight.shape
+    w = _row_major(weight.detach())
+    dst = torch.empty(_prepared_len(n, k, precision), dtype=torch.float32, device=weight.device)
+    gemm = _gemm(weight.device, precision)
+    stream = torch.cuda.current_stream(weight.device).cuda_stream
+    gemm.prepare_weight(stream, _matrix(w), (dst.data_ptr(), dst.numel()))
+    return dst
+
+
+def _run(
+    x: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor],
+    scale: float,
+    precision: str,
+    prepared: Optional[Tensor],
+    out: Optional[Tensor] = None,
+) -> Tensor:
+    """The fused kernel on the current stream: ``out = v*scale + v``, ``v = x @ weight.T + bias``."""
+    _check_precision(precision)
+    _check_operands(x, weight, bias)
+    k = x.shape[-1]
+    n = weight.shape[0]
+    lead = x.shape[:-1]
+    x2 = _row_major(x.reshape(-1, k))
+    if out is None:
+        out = torch.empty((*lead, n), dtype=torch.float32, device=x.device)
+        out2 = out.view(-1, n)
+    else:
+        if not isinstance(out, Tensor) or out.device != x.device or out.dtype != torch.float32:
+            raise GemmEpilogueError("out: a torch.float32 tensor on x's device")
+        if out.shape != (*lead, n):
+            raise GemmEpilogueError(f"out: shape {tuple(out.shape)}, the result is {(*lead, n)}")
+        try:
+            out2 = out.view(-1, n)
+        except RuntimeError:
+            raise GemmEpilogueError("out: its batch dimensions do not flatten into rows (use a contiguous out)") from None
+        if n > 1 and out2.stride(1) != 1:
+            raise GemmEpilogueError("out: the elements of a row are not contiguous")
+    if prepared is not None:
+        if prepared.device != weight.device or prepared.dtype != torch.float32:
+            raise GemmEpilogueError("prepared: not a prepared weight of this weight's device")
+        if prepared.numel() < _prepared_len(n, weight.shape[1], precision):
+            raise GemmEpilogueError(f"prepared: {prepared.numel()} elements, not a {precision} prepared weight of {n} × {weight.shape[1]}")
+        w = (prepared.data_ptr(), n, weight.shape[1], weight.shape[1], _available(prepared))
+    else:
+        w = _matrix(_row_major(weight))
+    if bias is not None and bias.numel() > 1 and bias.stride(0) != 1:
+        bias = bias.contiguous()
+    gemm = _gemm(x.device, precision)
+    stream = torch.cuda.current_stream(x.device).cuda_stream
+    xm = _matrix(x2)
+    ws_len = gemm.workspace_len(xm, w, prepared is not None)
+    ws = torch.empty(ws_len, dtype=torch.float32, device=x.device) if ws_len else None
+    gemm.run(
+        stream,
+        xm,
+        w,
+        prepared is not None,
+        None if bias is None else (bias.data_ptr(), _available(bias)),
+        float(scale),
+        _matrix(out2),
+        None if ws is None else (ws.data_ptr(), ws_len),
+    )
+    return out
+
+
+@torch.library.custom_op("gemm_epilogue::fused_linear", mutates_args=())
+def _fused_linear_op(
+    x: Tensor, weight: Tensor, bias: Optional[Tensor], scale: float, precision: str, prepared: Optional[Tensor]
+) -> Tensor:
+    return _run(x, weight, bias, scale, precision, prepared)
+
+
+@_fused_linear_op.register_fake
+def _fused_linear_fake(x, weight, bias, scale, precision, prepared):
+    _check_precision(precision)
+    for name, t in (("x", x), ("weight", weight), ("bias", bias)):
+        torch._check(t is None or t.dtype == torch.float32, lambda: f"{name}: gemm_epilogue takes torch.float32")
+    torch._check(weight.dim() == 2, lambda: "weight is N × K")
+    torch._check(x.shape[-1] == weight.shape[1], lambda: f"x has K = {x.shape[-1]}, weight {weight.shape[1]}")
+    if bias is not None:
+        torch._check(bias.shape == (weight.shape[0],), lambda: "bias has N elements")
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+def _setup_context(ctx, inputs, output):
+    x, weight, bias, scale, _precision, _prepared = inputs
+    ctx.scale = scale
+    ctx.save_for_backward(x, weight)
+
+
+def _backward(ctx, grad):
+    x, weight = ctx.saved_tensors
+    # out = v*s + v: what autograd gives for `y*s + y.clone()`, rounded alike.
+    grad_v = grad * ctx.scale + grad
+    n, k = weight.shape
+    grad_x = grad_w = grad_b = None
+    if ctx.needs_input_grad[0]:
+        grad_x = grad_v @ weight
+    if ctx.needs_input_grad[1]:
+        grad_w = grad_v.reshape(-1, n).T @ x.reshape(-1, k)
+    if ctx.needs_input_grad[2]:
+        grad_b = grad_v.reshape(-1, n).sum(0)
+    return grad_x, grad_w, grad_b, None, None, None
+
+
+_fused_linear_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def fused_linear(
+    x: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor],
+    scale: float,
+    precision: str = "tf32",
+    *,
+    out: Optional[Tensor] = None,
+) -> Tensor:
+    """``v*scale + v`` with ``v = F.linear(x, weight, bias)``, in one kernel. With ``out`` the
+    result is written there (no autograd); else it is the op ``gemm_epilogue::fused_linear``."""
+    if out is not None:
+        if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)):
+            raise GemmEpilogueError("out=: no autograd through a preallocated output (use torch.no_grad())")
+        return _run(x, weight, bias, scale, precision, None, out)
+    return torch.ops.gemm_epilogue.fused_linear(x, weight, bias, float(scale), precision, None)
+
+
+class FusedLinear(nn.Module):
+    """``nn.Linear(in_features, out_features, bias)`` followed by ``y*scale + y.clone()``, in one
+    kernel (module docs). ``precision``: ``"tf32"`` (default), ``"tf32x3"`` or
+    ``"tf32-truncated"`` (:data:`gemm_epilogue.PRECISIONS`)."""
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        scale: float,
+        bias: bool = True,
+        precision: str = "tf32",
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__()
+        _check_precision(precision)
+        factory = {"device": device, "dtype": dtype}
+        self.in_features = in_features
+        self.out_features = out_features
+        self.scale = float(scale)
+        self.precision = precision
+        self.weight = nn.Parameter(torch.empty((out_features, in_features), **factory))
+        if bias:
+            self.bias = nn.Parameter(torch.empty(out_features, **factory))
+        else:
+            self.register_parameter("bias", None)
+        self._prepared: Optional[Tensor] = None
+        self._prepared_for: Optional[tuple] = None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """``nn.Linear``'s initialisation."""
+        nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in = self.in_features
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+            nn.init.uniform_(self.bias, -bound, bound)
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, scale: float, precision: str = "tf32") -> "FusedLinear":
+        """A ``FusedLinear`` over ``linear``'s own parameters (shared, not copied)."""
+        fused = cls.__new__(cls)
+        nn.Module.__init__(fused)
+        _check_precision(precision)
+        fused.in_features, fused.out_features = linear.in_features, linear.out_features
+        fused.scale, fused.precision = float(scale), precision
+        fused.weight = linear.weight
+        if linear.bias is not None:
+            fused.bias = linear.bias
+        else:
+            fused.register_parameter("bias", None)
+        fused._prepared, fused._prepared_for = None, None
+        return fused
+
+    def weight_changed(self) -> None:
+        """Forget the prepared weight (after writes the version counter does not see)."""
+        self._prepared, self._prepared_for = None, None
+
+    def _prepared_weight(self) -> Optional[Tensor]:
+        w = self.weight
+        if w.device.type != "cuda" or w.dtype != torch.float32:
+            return None  # the op refuses such a weight with the crate's message
+        key = (id(w), w.data_ptr(), w._version, w.device, tuple(w.shape), self.precision)
+        if self._prepared is None or self._prepared_for != key:
+            with torch.no_grad():
+                self._prepared = prepare_weight(w, self.precision)
+            self._prepared_for = key
+        return self._prepared
+
+    def forward(self, x: Tensor) -> Tensor:
+        if torch.compiler.is_compiling():
+            # Traced: W as it is (the kernel rounds it on load, or splits it into the workspace).
+            return torch.ops.gemm_epilogue.fused_linear(x, self.weight, self.bias, self.scale, self.precision, None)
+        prepared = self._prepared_weight()
+        needs_grad = torch.is_grad_enabled() and any(
+            t is not None and t.requires_grad for t in (x, self.weight, self.bias)
+        )
+        if needs_grad:
+            return torch.ops.gemm_epilogue.fused_linear(x, self.weight, self.bias, self.scale, self.precision, prepared)
+        # Inference: the kernel without the dispatcher's and autograd's per-call cost.
+        return _run(x, self.weight, self.bias, self.scale, self.precision, prepared)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, scale={self.scale}, "
+            f"bias={self.bias is not None}, precision={self.precision!r}"
+        )

@@ -1,0 +1,143 @@
+//! `gemm_epilogue._native`: the crate's raw entry (`run_raw`, `run_raw_prepared`,
+//! `prepare_weight_raw`) for Python, with tensors passed as (address, rows, cols, row stride,
+//! elements available) and streams as `cudaStream_t` integers. Private to the package:
+//! `gemm_epilogue.torch` is the API, and it is what vouches for the addresses (live tensors of
+//! the handle's device, queued on the stream given) — the crate still checks every one against
+//! the driver's record of its allocation before anything is queued.
+
+use std::ffi::c_void;
+
+use gemm_epilogue::{cuda_context, FusedGemm, Precision, RawBuffer, RawMatrix};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+pyo3::create_exception!(
+    _native,
+    GemmEpilogueError,
+    PyRuntimeError,
+    "A call the crate refused or that failed, with the crate's error text; nothing was written."
+);
+
+fn err(e: gemm_epilogue::Error) -> PyErr {
+    GemmEpilogueError::new_err(e.to_string())
+}
+
+/// The precision names of the Python API, and the crate's.
+fn precision(name: &str) -> PyResult<Precision> {
+    match name {
+        "tf32" => Ok(Precision::Tf32),
+        "tf32x3" => Ok(Precision::Tf32x3),
+        "tf32-truncated" => Ok(Precision::Tf32Truncated),
+        _ => Err(PyValueError::new_err(format!(
+            "precision {name:?}: one of \"tf32\" (the default), \"tf32x3\", \"tf32-truncated\""
+        ))),
+    }
+}
+
+/// (address, rows, cols, ld, elements available from the address on).
+type Matrix = (u64, usize, usize, usize, usize);
+/// (address, elements available).
+type Buffer = (u64, usize);
+
+fn matrix((ptr, rows, cols, ld, len): Matrix) -> RawMatrix {
+    RawMatrix { ptr, rows, cols, ld, len }
+}
+
+fn buffer((ptr, len): Buffer) -> RawBuffer {
+    RawBuffer { ptr, len }
+}
+
+/// A handle of one device and one precision: the kernels loaded once into the device's primary
+/// context, the one PyTorch's runtime uses.
+#[pyclass(frozen, module = "gemm_epilogue._native")]
+struct Gemm {
+    gemm: FusedGemm,
+    precision: &'static str,
+}
+
+#[pymethods]
+impl Gemm {
+    #[new]
+    fn new(device: usize, precision_name: &str) -> PyResult<Self> {
+        let p = precision(precision_name)?;
+        let ctx = cuda_context(device).map_err(err)?;
+        let gemm = FusedGemm::new(&ctx).map_err(err)?.with_precision(p);
+        let precision = match p {
+            Precision::Tf32 => "tf32",
+            Precision::Tf32x3 => "tf32x3",
+            _ => "tf32-truncated",
+        };
+        Ok(Self { gemm, precision })
+    }
+
+    /// The precision name this handle computes in.
+    #[getter]
+    fn precision(&self) -> &'static str {
+        self.precision
+    }
+
+    /// f32 elements `prepare_weight` writes for an N × K weight.
+    fn prepared_weight_len(&self, n: usize, k: usize) -> PyResult<usize> {
+        self.gemm.prepared_weight_len(n, k).map_err(err)
+    }
+
+    /// f32 elements of workspace `run` uses with this X and W (`prepared`: W is a prepared
+    /// weight's address, with its N and K).
+    fn workspace_len(&self, x: Matrix, w: Matrix, prepared: bool) -> PyResult<usize> {
+        let (x, w) = (matrix(x), matrix(w));
+        if prepared {
+            // SAFETY: describing reads nothing; the address is checked by the call that uses it.
+            let pw = unsafe { self.gemm.raw_prepared_weight(w.ptr, w.rows, w.cols) }.map_err(err)?;
+            self.gemm.workspace_len_raw_prepared(x, &pw).map_err(err)
+        } else {
+            self.gemm.workspace_len_raw(x, w).map_err(err)
+        }
+    }
+
+    /// Writes W prepared for this handle into `dst`, queued on `stream`.
+    fn prepare_weight(&self, stream: usize, w: Matrix, dst: Buffer) -> PyResult<()> {
+        // SAFETY: the Python layer passes live tensors of this device and their current stream
+        // (module docs); the crate checks the addresses against their allocations.
+        unsafe { self.gemm.prepare_weight_raw(stream as *mut c_void, matrix(w), buffer(dst)) }.map_err(err)?;
+        Ok(())
+    }
+
+    /// `out = v·scale + v`, `v = x·wᵀ + bias`, queued on `stream`; returns the kernel's name
+    /// (`None`: M or N is 0).
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (stream, x, w, prepared, bias, scale, out, workspace))]
+    fn run(
+        &self,
+        stream: usize,
+        x: Matrix,
+        w: Matrix,
+        prepared: bool,
+        bias: Option<Buffer>,
+        scale: f32,
+        out: Matrix,
+        workspace: Option<Buffer>,
+    ) -> PyResult<Option<String>> {
+        let stream = stream as *mut c_void;
+        let (x, w, out) = (matrix(x), matrix(w), matrix(out));
+        let (bias, workspace) = (bias.map(buffer), workspace.map(buffer));
+        // SAFETY: as in prepare_weight; a prepared W is memory prepare_weight of a handle of
+        // this precision filled (gemm_epilogue.torch keeps it with the weight's version).
+        let plan = unsafe {
+            if prepared {
+                let pw = self.gemm.raw_prepared_weight(w.ptr, w.rows, w.cols).map_err(err)?;
+                self.gemm.run_raw_prepared(stream, x, &pw, bias, scale, out, workspace)
+            } else {
+                self.gemm.run_raw(stream, x, w, bias, scale, out, workspace)
+            }
+        }
+        .map_err(err)?;
+        Ok(plan.map(|p| p.kernel.name().to_string()))
+    }
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Gemm>()?;
+    m.add("GemmEpilogueError", m.py().get_type::<GemmEpilogueError>())?;
+    Ok(())
+}
