@@ -153,8 +153,11 @@ def _run(
         w = (prepared.data_ptr(), n, weight.shape[1], weight.shape[1], _available(prepared))
     else:
         w = _matrix(_row_major(weight))
-    if bias is not None and bias.numel() > 1 and bias.stride(0) != 1:
-        bias = bias.contiguous()
+    if bias is not None:
+        if bias.shape[0] != n:
+            raise GemmEpilogueError(f"bias: {bias.shape[0]} elements, but N = {n} (weight.shape[0])")
+        if n > 1 and bias.stride(0) != 1:
+            bias = bias.contiguous()
     gemm = _gemm(x.device, precision)
     stream = torch.cuda.current_stream(x.device).cuda_stream
     xm = _matrix(x2)
@@ -165,7 +168,7 @@ def _run(
         xm,
         w,
         prepared is not None,
-        None if bias is None else (bias.data_ptr(), _available(bias)),
+        None if bias is None else (bias.data_ptr(), n),
         float(scale),
         _matrix(out2),
         None if ws is None else (ws.data_ptr(), ws_len),

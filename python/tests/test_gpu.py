@@ -37,12 +37,12 @@ def fp32_precision(mode):
 
 def reference(x, w, b, s):
     """The f64 result and each element's magnitude (1+|s|)(Σ|x||w| + |b|)."""
-    xd, wd = x.double(), w.double()
+    xd, wd = x.detach().double(), w.detach().double()
     v = xd @ wd.T
     mag = xd.abs() @ wd.abs().T
     if b is not None:
-        v = v + b.double()
-        mag = mag + b.double().abs()
+        v = v + b.detach().double()
+        mag = mag + b.detach().double().abs()
     return v * s + v, (1 + abs(s)) * mag
 
 
@@ -51,7 +51,7 @@ def assert_within_bound(out, x, w, b, s, precision, what):
     normalised error of the precision (1e-3 rounded, 2e-3 truncated, 1e-6 3xTF32)."""
     k = x.shape[-1]
     ref, mag = reference(x.reshape(-1, k), w, b, s)
-    got = out.reshape(ref.shape).double()
+    got = out.detach().reshape(ref.shape).double()
     assert torch.isfinite(got).all(), f"{what}: non-finite output"
     u = UNIT[precision]
     bound = (2 * u + u * u + (k + 3) * 2.0**-23) * mag + 2.0**-120
@@ -272,6 +272,7 @@ def test_gradients_match_the_seed_model(cuda, gen, precision):
     gv = grad.double().reshape(-1, n) * (1 + s)
     ref = ((gv @ seed.linear.weight.double()).reshape(x.shape), gv.T @ x.double().reshape(-1, k), gv.sum(0))
     for name, g, w, r in zip(("x", "weight", "bias"), got, want, ref):
+        g = g.detach()
         err = float((g.double() - r).norm() / r.norm())
         assert err <= 1e-5, f"grad {name}: ‖e‖/‖ref‖ = {err:.3e}"
         diff = float((g - w).double().norm() / w.double().norm())
