@@ -188,24 +188,47 @@ def main():
             for _ in range(10):
                 fn(xs)
         torch.cuda.synchronize()
-        gpu_one = statistics.median(one_call_ms(small, xs, spin) for _ in range(50))
-        reps = 2000
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(spin)
-        start.record()
-        for _ in range(reps):
-            small(xs)
-        end.record()
-        end.synchronize()
-        back_to_back = start.elapsed_time(end) / reps
-        print(f"\n| decoding {dm}×{dn}×{dk}, ours `tf32` | µs |\n|---|---:|")
-        print(f"| one call, GPU time | {gpu_one * 1e3:.2f} |")
-        print(f"| back-to-back forwards, per call | {back_to_back * 1e3:.2f} (×{back_to_back / gpu_one:.2f} the GPU time) |")
-        print(f"| host time per forward, GPU idle: ours | {host_us(small, xs):.2f} |")
-        print(f"| host time per forward, GPU idle: `F.linear` alone | {host_us(lin, xs):.2f} |")
-        print(f"| host time per forward, GPU idle, seed shape: ours / `F.linear` alone | "
-              f"{host_us(fused['tf32'], x, 50):.2f} / {host_us(lambda t: F.linear(t, w, b), x, 50):.2f} |")
+        def back_to_back_ms(fn, reps=2000):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda._sleep(spin)
+            start.record()
+            for _ in range(reps):
+                fn(xs)
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / reps
 
+        def graph_ms(fn, reps=100):
+            # `reps` forwards captured in one CUDA graph, replayed: no host work per forward.
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                fn(xs)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for _ in range(reps):
+                    fn(xs)
+            graph.replay()
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / reps
+
+        print(f"\n| decoding {dm}×{dn}×{dk}, TF32 | ours `FusedLinear` µs | `F.linear` alone µs |\n|---|---:|---:|")
+        rows = {
+            "one call, GPU time": lambda fn: statistics.median(one_call_ms(fn, xs, spin) for _ in range(50)) * 1e3,
+            "back-to-back forwards, per call": lambda fn: back_to_back_ms(fn) * 1e3,
+            "forwards replayed from one CUDA graph, per call": lambda fn: graph_ms(fn) * 1e3,
+            "host time per forward, GPU idle": lambda fn: host_us(fn, xs),
+        }
+        for what, measure in rows.items():
+            print(f"| {what} | {measure(small):.2f} | {measure(lin):.2f} |")
+        print(f"| host time per forward, GPU idle, seed shape | {host_us(fused['tf32'], x, 50):.2f} | "
+              f"{host_us(lambda t: F.linear(t, w, b), x, 50):.2f} |")
 
 if __name__ == "__main__":
     main()

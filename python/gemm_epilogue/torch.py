@@ -53,17 +53,22 @@ def _check_precision(precision: str) -> None:
 
 
 def _check_operands(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> None:
-    """What the crate cannot see in an address: the device type, the dtype, the device."""
+    """What the crate cannot see in an address: the device type, the dtype, the device. On the
+    forward's path: cheap attributes first, the words only on failure."""
+    device = None
     for name, t in (("x", x), ("weight", weight), ("bias", bias)):
         if t is None:
             continue
         if not isinstance(t, Tensor):
             raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-        if t.device.type != "cuda":
+        if not t.is_cuda:
             raise GemmEpilogueError(f"{name}: a {t.device.type} tensor; gemm_epilogue computes on CUDA tensors")
-        if t.dtype != torch.float32:
+        if t.dtype is not torch.float32:
             raise GemmEpilogueError(f"{name}: dtype {t.dtype}; gemm_epilogue takes torch.float32")
-        if t.device != x.device:
+        index = t.get_device()
+        if device is None:
+            device = index
+        elif index != device:
             raise GemmEpilogueError(f"{name} is on {t.device} but x on {x.device}: every operand on one device")
     if weight.dim() != 2:
         raise GemmEpilogueError(f"weight: {weight.dim()} dimensions; it is N × K (out_features × in_features)")
@@ -71,11 +76,6 @@ def _check_operands(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> None:
         raise GemmEpilogueError(f"bias: {bias.dim()} dimensions; it is a vector of N (out_features)")
     if x.dim() == 0:
         raise GemmEpilogueError("x: a scalar; x is (..., K) with K = in_features")
-
-
-def _available(t: Tensor) -> int:
-    """f32 elements from ``t.data_ptr()`` to the end of its storage."""
-    return t.untyped_storage().nbytes() // 4 - t.storage_offset()
 
 
 def _row_major(t: Tensor) -> Tensor:
@@ -88,10 +88,16 @@ def _row_major(t: Tensor) -> Tensor:
 
 
 def _matrix(t: Tensor) -> tuple:
-    """(address, rows, cols, row stride, elements available) of a 2-D row-major tensor."""
+    """(address, rows, cols, row stride, elements it spans) of a 2-D row-major tensor; the
+    crate checks its allocation holds them."""
     rows, cols = t.shape
-    ld = t.stride(0) if rows > 1 else cols
-    return (t.data_ptr(), rows, cols, max(ld, cols), _available(t))
+    ld = t.stride(0) if rows > 1 and t.stride(0) > cols else cols
+    return (t.data_ptr(), rows, cols, ld, (rows - 1) * ld + cols if rows and cols else 0)
+
+
+# PyTorch's current stream of a device as a `cudaStream_t` integer, without making a
+# torch.cuda.Stream object (what inductor's generated code calls too).
+_current_raw_stream = torch._C._cuda_getCurrentRawStream
 
 
 def _prepared_len(n: int, k: int, precision: str) -> int:
@@ -110,8 +116,7 @@ def prepare_weight(weight: Tensor, precision: str = "tf32") -> Tensor:
     w = _row_major(weight.detach())
     dst = torch.empty(_prepared_len(n, k, precision), dtype=torch.float32, device=weight.device)
     gemm = _gemm(weight.device, precision)
-    stream = torch.cuda.current_stream(weight.device).cuda_stream
-    gemm.prepare_weight(stream, _matrix(w), (dst.data_ptr(), dst.numel()))
+    gemm.prepare_weight(_current_raw_stream(weight.get_device()), _matrix(w), (dst.data_ptr(), dst.numel()))
     return dst
 
 
@@ -130,10 +135,10 @@ def _run(
     k = x.shape[-1]
     n = weight.shape[0]
     lead = x.shape[:-1]
-    x2 = _row_major(x.reshape(-1, k))
+    x2 = _row_major(x if x.dim() == 2 else x.reshape(-1, k))
     if out is None:
         out = torch.empty((*lead, n), dtype=torch.float32, device=x.device)
-        out2 = out.view(-1, n)
+        out2 = out if out.dim() == 2 else out.view(-1, n)
     else:
         if not isinstance(out, Tensor) or out.device != x.device or out.dtype != torch.float32:
             raise GemmEpilogueError("out: a torch.float32 tensor on x's device")
@@ -146,11 +151,11 @@ def _run(
         if n > 1 and out2.stride(1) != 1:
             raise GemmEpilogueError("out: the elements of a row are not contiguous")
     if prepared is not None:
-        if prepared.device != weight.device or prepared.dtype != torch.float32:
+        if prepared.get_device() != weight.get_device() or prepared.dtype is not torch.float32:
             raise GemmEpilogueError("prepared: not a prepared weight of this weight's device")
         if prepared.numel() < _prepared_len(n, weight.shape[1], precision):
             raise GemmEpilogueError(f"prepared: {prepared.numel()} elements, not a {precision} prepared weight of {n} × {weight.shape[1]}")
-        w = (prepared.data_ptr(), n, weight.shape[1], weight.shape[1], _available(prepared))
+        w = (prepared.data_ptr(), n, weight.shape[1], weight.shape[1], prepared.numel())
     else:
         w = _matrix(_row_major(weight))
     if bias is not None:
@@ -158,16 +163,17 @@ def _run(
             raise GemmEpilogueError(f"bias: {bias.shape[0]} elements, but N = {n} (weight.shape[0])")
         if n > 1 and bias.stride(0) != 1:
             bias = bias.contiguous()
-    gemm = _gemm(x.device, precision)
-    stream = torch.cuda.current_stream(x.device).cuda_stream
+    index = x.get_device()
+    gemm = _handles.get((index, precision)) or _gemm(x.device, precision)
     xm = _matrix(x2)
-    ws_len = gemm.workspace_len(xm, w, prepared is not None)
+    is_prepared = prepared is not None
+    ws_len = gemm.workspace_len(xm, w, is_prepared)
     ws = torch.empty(ws_len, dtype=torch.float32, device=x.device) if ws_len else None
     gemm.run(
-        stream,
+        _current_raw_stream(index),
         xm,
         w,
-        prepared is not None,
+        is_prepared,
         None if bias is None else (bias.data_ptr(), n),
         float(scale),
         _matrix(out2),
@@ -298,9 +304,9 @@ class FusedLinear(nn.Module):
 
     def _prepared_weight(self) -> Optional[Tensor]:
         w = self.weight
-        if w.device.type != "cuda" or w.dtype != torch.float32:
+        if not w.is_cuda or w.dtype is not torch.float32:
             return None  # the op refuses such a weight with the crate's message
-        key = (id(w), w.data_ptr(), w._version, w.device, tuple(w.shape), self.precision)
+        key = (id(w), w.data_ptr(), w._version, w.get_device(), w.shape, self.precision)
         if self._prepared is None or self._prepared_for != key:
             with torch.no_grad():
                 self._prepared = prepare_weight(w, self.precision)
@@ -312,8 +318,9 @@ class FusedLinear(nn.Module):
             # Traced: W as it is (the kernel rounds it on load, or splits it into the workspace).
             return torch.ops.gemm_epilogue.fused_linear(x, self.weight, self.bias, self.scale, self.precision, None)
         prepared = self._prepared_weight()
-        needs_grad = torch.is_grad_enabled() and any(
-            t is not None and t.requires_grad for t in (x, self.weight, self.bias)
+        bias = self.bias
+        needs_grad = torch.is_grad_enabled() and (
+            x.requires_grad or self.weight.requires_grad or (bias is not None and bias.requires_grad)
         )
         if needs_grad:
             return torch.ops.gemm_epilogue.fused_linear(x, self.weight, self.bias, self.scale, self.precision, prepared)
