@@ -311,7 +311,50 @@ class FusedLinear(nn.Module):
             with torch.no_grad():
                 self._prepared = prepare_weight(w, self.precision)
             self._prepared_for = key
+            n, k = w.shape
+            self._launch_w = (self._prepared.data_ptr(), n, k, k, self._prepared.numel())
+            self._handle = _gemm(w.device, self.precision)
         return self._prepared
+
+    def _infer(self, x: Tensor, prepared: Tensor) -> Tensor:
+        """The inference forward of the common case (a 2-D row-major x, a dense bias, all on
+        the weight's device, checked here in a few attribute reads) straight to the kernel;
+        anything else takes `_run`, which checks and words every case."""
+        n, k = self.weight.shape
+        bias = self.bias
+        index = self._prepared_for[3]
+        if not (
+            x.is_cuda
+            and x.dtype is torch.float32
+            and x.dim() == 2
+            and x.shape[1] == k
+            and x.get_device() == index
+            and (k <= 1 or x.stride(1) == 1)
+            and (x.shape[0] <= 1 or x.stride(0) >= k)
+            and (
+                bias is None
+                or (bias.is_cuda and bias.dtype is torch.float32 and bias.get_device() == index and bias.dim() == 1 and bias.shape[0] == n and (n <= 1 or bias.stride(0) == 1))
+            )
+        ):
+            return _run(x, self.weight, bias, self.scale, self.precision, prepared)
+        rows = x.shape[0]
+        ld = x.stride(0) if rows > 1 and x.stride(0) > k else k
+        xm = (x.data_ptr(), rows, k, ld, (rows - 1) * ld + k if rows and k else 0)
+        out = x.new_empty((rows, n))
+        gemm, w = self._handle, self._launch_w
+        ws_len = gemm.workspace_len(xm, w, True)
+        ws = x.new_empty(ws_len) if ws_len else None
+        gemm.run(
+            _current_raw_stream(index),
+            xm,
+            w,
+            True,
+            None if bias is None else (bias.data_ptr(), n),
+            self.scale,
+            (out.data_ptr(), rows, n, n, rows * n),
+            None if ws is None else (ws.data_ptr(), ws_len),
+        )
+        return out
 
     def forward(self, x: Tensor) -> Tensor:
         if torch.compiler.is_compiling():
@@ -325,7 +368,9 @@ class FusedLinear(nn.Module):
         if needs_grad:
             return torch.ops.gemm_epilogue.fused_linear(x, self.weight, self.bias, self.scale, self.precision, prepared)
         # Inference: the kernel without the dispatcher's and autograd's per-call cost.
-        return _run(x, self.weight, self.bias, self.scale, self.precision, prepared)
+        if prepared is None:
+            return _run(x, self.weight, bias, self.scale, self.precision, None)
+        return self._infer(x, prepared)
 
     def extra_repr(self) -> str:
         return (
