@@ -86,8 +86,9 @@ impl FusedGemm {
     /// Returns the descriptor [`FusedGemm::run_raw_prepared`] takes.
     ///
     /// Checked before anything is queued, as in `run_raw`: the shape, W's addresses and
-    /// allocation, `dst`'s alignment ([`Error::MisalignedPreparedWeight`]), allocation and
-    /// length, and that `dst` does not overlap W ([`Error::Overlapping`]).
+    /// allocation, `dst`'s alignment ([`Error::MisalignedPreparedWeight`]), that its `len` is
+    /// enough and that its allocation holds the `len` claimed ([`Error::BufferTooSmall`]), and
+    /// that `dst` does not overlap W ([`Error::Overlapping`]).
     ///
     /// # Safety
     /// As [`FusedGemm::run_raw`]: `stream` is null or a live `CUstream`, the allocations stay
@@ -114,7 +115,9 @@ impl FusedGemm {
             return Err(Error::BufferTooSmall { operand: Operand::PreparedWeight, needed: len, len: dst.len });
         }
         check_allocation(ctx, Operand::W, w.ptr, w.reach())?;
-        check_allocation(ctx, Operand::PreparedWeight, dst.ptr, len)?;
+        // The length claimed, as run_raw checks a workspace's: a claim the allocation does not
+        // hold is a caller's bug even where this weight would fit.
+        check_allocation(ctx, Operand::PreparedWeight, dst.ptr, dst.len)?;
         if len > 0 && w.reach() > 0 && overlap(byte_range(w.ptr, w.reach()), byte_range(dst.ptr, len)) {
             return Err(Error::Overlapping { operand: Operand::PreparedWeight, with: Operand::W });
         }
