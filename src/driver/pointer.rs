@@ -4,7 +4,7 @@
 use std::ffi::c_void;
 
 use cudarc::driver::sys::{self, CUpointer_attribute};
-use cudarc::driver::CudaContext;
+use cudarc::driver::{CudaContext, DriverError};
 
 use crate::error::Result;
 
@@ -12,13 +12,21 @@ use crate::error::Result;
 pub(crate) fn allocation(ctx: &CudaContext, ptr: u64) -> Result<(i32, u64)> {
     ctx.bind_to_thread()?;
     let (mut ordinal, mut start, mut size): (i32, u64, usize) = (-1, 0, 0);
-    // SAFETY: each call writes one value of the attribute's documented type (int,
-    // CUdeviceptr, size_t) into a live local; an unknown address is an error status, not UB.
-    unsafe {
-        let attr = |data: *mut c_void, a: CUpointer_attribute| sys::cuPointerGetAttribute(data, a, ptr).result();
-        attr((&mut ordinal as *mut i32).cast(), CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)?;
-        attr((&mut start as *mut u64).cast(), CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)?;
-        attr((&mut size as *mut usize).cast(), CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_SIZE)?;
+    // One query for the three (a call's addresses are checked on every call). Unlike
+    // cuPointerGetAttribute it succeeds on an address the driver does not know, leaving the
+    // values at their defaults: an allocation that starts at 0 is no allocation.
+    let mut attributes = [
+        CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+        CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+        CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+    ];
+    let mut data: [*mut c_void; 3] =
+        [(&mut ordinal as *mut i32).cast(), (&mut start as *mut u64).cast(), (&mut size as *mut usize).cast()];
+    // SAFETY: three attributes, each with a pointer to a live local of its documented type
+    // (int, CUdeviceptr, size_t); an unknown address leaves them as they are.
+    unsafe { sys::cuPointerGetAttributes(3, attributes.as_mut_ptr(), data.as_mut_ptr(), ptr) }.result()?;
+    if start == 0 {
+        return Err(DriverError(sys::cudaError_enum::CUDA_ERROR_INVALID_VALUE).into());
     }
     Ok((ordinal, start.saturating_add(size as u64)))
 }
