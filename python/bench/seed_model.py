@@ -18,10 +18,12 @@ overhead is hidden), rounds interleaved, medians; sustained: back-to-back calls 
 reference of the same fresh ``randn`` data, and ``torch.allclose`` to the FP32 model's output at
 rtol = atol = 1e-5, 1e-4, 1e-2. Host time: one call's return time with the GPU idle, medians.
 At a decoding size (1 × 3072 × 768) it also compares back-to-back forwards with one call's GPU
-time. Prints markdown tables.
+time. Prints markdown tables (the commit: `git rev-parse`, or `GEMM_EPILOGUE_COMMIT` where the
+tree has no git).
 """
 
 import argparse
+import os
 import platform
 import statistics
 import subprocess
@@ -99,7 +101,9 @@ def main():
     seed = args.seed if args.seed is not None else int(time.time_ns() % (1 << 31))
     torch.manual_seed(seed)
     dev = torch.device("cuda")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = os.environ.get("GEMM_EPILOGUE_COMMIT") or subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     print(f"## Seed model {m}×{n}×{k}, s = {s}: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
           f"Python {platform.python_version()}, commit {commit or 'unknown'}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, seed {seed}\n")
 

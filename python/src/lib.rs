@@ -133,6 +133,28 @@ impl Gemm {
         .map_err(err)?;
         Ok(plan.map(|p| p.kernel.name().to_string()))
     }
+
+    /// `run` without a workspace when the call needs none; else nothing is queued and the
+    /// elements it needs are returned, for `run` with one: (kernel name or `None`, elements).
+    /// One crossing from Python for the calls that need no workspace.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (stream, x, w, prepared, bias, scale, out))]
+    fn run_if_no_workspace(
+        &self,
+        stream: usize,
+        x: Matrix,
+        w: Matrix,
+        prepared: bool,
+        bias: Option<Buffer>,
+        scale: f32,
+        out: Matrix,
+    ) -> PyResult<(Option<String>, usize)> {
+        let needed = self.workspace_len(x, w, prepared)?;
+        if needed > 0 {
+            return Ok((None, needed));
+        }
+        Ok((self.run(stream, x, w, prepared, bias, scale, out, None)?, 0))
+    }
 }
 
 #[pymodule]
