@@ -272,7 +272,7 @@ class FusedLinear(nn.Module):
             self.register_parameter("bias", None)
         self._prepared: Optional[Tensor] = None
         self._prepared_for: Optional[tuple] = None
-        self._prepared_param: Optional[Tensor] = None
+        object.__setattr__(self, "_prepared_param", None)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -296,12 +296,14 @@ class FusedLinear(nn.Module):
             fused.bias = linear.bias
         else:
             fused.register_parameter("bias", None)
-        fused._prepared, fused._prepared_for, fused._prepared_param = None, None, None
+        fused._prepared, fused._prepared_for = None, None
+        object.__setattr__(fused, "_prepared_param", None)
         return fused
 
     def weight_changed(self) -> None:
         """Forget the prepared weight (after writes the version counter does not see)."""
-        self._prepared, self._prepared_for, self._prepared_param = None, None, None
+        self._prepared, self._prepared_for = None, None
+        object.__setattr__(self, "_prepared_param", None)
 
     def _prepared_weight(self) -> Optional[Tensor]:
         w = self.weight
@@ -322,7 +324,9 @@ class FusedLinear(nn.Module):
             with torch.no_grad():
                 self._prepared = prepare_weight(w, self.precision)
             self._prepared_for = key
-            self._prepared_param = w
+            # Not through nn.Module.__setattr__, which would register the Parameter a second
+            # time (in parameters() and the state_dict).
+            object.__setattr__(self, "_prepared_param", w)
             n, k = w.shape
             self._launch_w = (self._prepared.data_ptr(), n, k, k, self._prepared.numel())
             self._handle = _gemm(w.device, self.precision)

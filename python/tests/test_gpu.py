@@ -301,6 +301,9 @@ def test_inference_needs_no_autograd_and_updates_reprepare(cuda, gen):
         fresh = ge.fused_linear(x, layer.weight, layer.bias, 0.5, "tf32x3")
     assert_within_bound(y1, x, layer.weight.detach(), layer.bias.detach(), 0.5, "tf32x3", "after a step")
     assert torch.allclose(y1, fresh, rtol=1e-6, atol=1e-6)
+    # The prepared weight is no parameter and no state.
+    assert [name for name, _ in layer.named_parameters()] == ["weight", "bias"]
+    assert set(layer.state_dict()) == {"weight", "bias"}
     # load_state_dict copies in place too.
     other = ge.FusedLinear(k, n, 0.5, precision="tf32x3", device=cuda)
     layer.load_state_dict(other.state_dict())
