@@ -16,6 +16,8 @@ import gemm_epilogue.torch as ge
 PRECISIONS = list(gemm_epilogue.PRECISIONS)
 # Unit roundoff of the operands as each precision converts them (tests/common/bounds.rs).
 UNIT = {"tf32": 2.0**-11, "tf32-truncated": 2.0**-10, "tf32x3": 1.5 * 2.0**-22}
+# Fewest elements for the normalised-error check (tests/common/bounds.rs).
+MIN_NORM_COUNT = 256
 
 
 class Seed(nn.Module):
@@ -59,8 +61,12 @@ def assert_within_bound(out, x, w, b, s, precision, what):
     worst = int(excess.argmax())
     assert excess.max() <= 0, f"{what}: element {worst} off by {float((got - ref).abs().flatten()[worst]):.3e} > bound {float(bound.flatten()[worst]):.3e}"
     norm = float((got - ref).norm() / ref.norm()) if ref.norm() > 0 else 0.0
-    tol = {"tf32": 1e-3, "tf32-truncated": 2e-3, "tf32x3": 1e-6}[precision]
-    assert norm <= tol, f"{what}: ‖e‖/‖ref‖ = {norm:.3e} > {tol}"
+    # The statistical check needs enough elements that no single cancelling one (v ≈ 0 against
+    # |x||w|) dominates ‖ref‖, as tests/common/bounds.rs's MIN_NORM_COUNT; the bound above
+    # holds for every element whatever the count.
+    if ref.numel() >= MIN_NORM_COUNT:
+        tol = {"tf32": 1e-3, "tf32-truncated": 2e-3, "tf32x3": 1e-6}[precision]
+        assert norm <= tol, f"{what}: ‖e‖/‖ref‖ = {norm:.3e} > {tol}"
     return norm
 
 
