@@ -204,6 +204,19 @@ mod tests {
     use super::*;
     use crate::gemm::test_devices::{occupancy, A100, H200};
 
+    /// The shared-tail rule as `FusedGemm::workspace_len`'s docs and docs/TILING.md state it
+    /// ("at least 8 full waves …, tiles of at least 48 k-blocks (K ≥ 1536) and a last wave at
+    /// most 3/5 full"): a change of the constants must change those words.
+    #[test]
+    fn the_documented_shared_tail_rule_is_the_constants() {
+        assert_eq!((STREAM_K_MIN_WAVES, STREAM_K_TAIL_MIN_BLOCKS, STREAM_K_TAIL_MAX_FILL), (8, 48, (3, 5)));
+        assert_eq!(STREAM_K_TAIL_MIN_BLOCKS * crate::sys::GE_SM90_PINGPONG_128X128_TILE_K as u64, 1536);
+        let docs = concat!(include_str!("mod.rs"), include_str!("../../docs/TILING.md"));
+        for words in ["at least 8 full waves", "at least 48 k-blocks (K ≥ 1536)", "most 3/5 full"] {
+            assert!(docs.contains(words) || docs.replace('\n', " ").contains(words), "{words}");
+        }
+    }
+
     fn shape(m: usize, n: usize, k: usize) -> Shape {
         Shape { m, n, k }
     }
