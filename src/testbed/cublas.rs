@@ -44,7 +44,7 @@ pub struct CublasBaseline {
 impl CublasBaseline {
     /// A cuBLAS handle on `stream`; `gemm` supplies the module of the elementwise kernel and the
     /// validation.
-    /// [`Error::NoLibrary`] where cudarc cannot load libcublas.
+    /// [`super::Error::NoLibrary`] where cudarc cannot load libcublas.
     pub fn new(gemm: &FusedGemm, stream: Arc<CudaStream>) -> Result<Self> {
         gemm.check_stream(&stream)?;
         super::cublas_library()?;

@@ -181,7 +181,7 @@ fn layout(rows: usize, cols: usize, ld: usize) -> Result<Layout> {
 
 impl CublasLtLinear {
     /// A cuBLASLt handle and a 32 MiB workspace on `stream`; `gemm` supplies the validation.
-    /// [`Error::NoLibrary`] where cudarc cannot load libcublasLt.
+    /// [`super::Error::NoLibrary`] where cudarc cannot load libcublasLt.
     pub fn new(gemm: &FusedGemm, stream: Arc<CudaStream>) -> Result<Self> {
         gemm.check_stream(&stream)?;
         super::cublaslt_library()?;
