@@ -44,6 +44,7 @@ pub enum Error {
 /// time and panics on first use when it cannot, so the constructors ask first. Where cudarc links
 /// them instead (its `dynamic-linking`, which candle asks for), a missing library stops the
 /// process at start-up, before any call.
+#[cfg(not(feature = "candle"))]
 fn library(name: &'static str, present: unsafe fn() -> bool) -> Result<()> {
     // SAFETY: cudarc's own check: loading the library runs its initialisers; nothing is called.
     match unsafe { present() } {
