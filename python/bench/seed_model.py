@@ -231,6 +231,11 @@ def main():
         }
         for what, measure in rows.items():
             print(f"| {what} | {measure(small):.2f} | {measure(lin):.2f} |")
+        xsd, wsd, bsd = xs.double(), small.weight.double(), small.bias.double()
+        vs = xsd @ wsd.T + bsd
+        rel = lambda got, want: float((got.double() - want).norm() / want.norm())  # noqa: E731
+        print(f"| ‖e‖/‖ref‖ vs f64 (of each one's own result: v·s + v, v) | {rel(small(xs), vs * s + vs):.2e} | "
+              f"{rel(lin(xs), vs):.2e} |")
         print(f"| host time per forward, GPU idle, seed shape | {host_us(fused['tf32'], x, 50):.2f} | "
               f"{host_us(lambda t: F.linear(t, w, b), x, 50):.2f} |")
 

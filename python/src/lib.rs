@@ -7,7 +7,7 @@
 
 use std::ffi::c_void;
 
-use gemm_epilogue::{cuda_context, FusedGemm, Precision, RawBuffer, RawMatrix};
+use gemm_epilogue::{cuda_context, FusedGemm, Precision, RawBuffer, RawMatrix, RawPreparedWeight};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -55,6 +55,17 @@ struct Gemm {
     precision: &'static str,
 }
 
+impl Gemm {
+    /// The descriptor of a prepared weight at `w.ptr` (N = `w.rows`, K = `w.cols`), as
+    /// `prepare_weight` of this handle wrote it.
+    fn prepared(&self, w: RawMatrix) -> PyResult<RawPreparedWeight> {
+        // SAFETY: describing reads nothing; gemm_epilogue.torch passes only memory that this
+        // handle's prepare_weight filled (kept with the weight's version), and the call that
+        // uses it checks its allocation.
+        unsafe { self.gemm.raw_prepared_weight(w.ptr, w.rows, w.cols) }.map_err(err)
+    }
+}
+
 #[pymethods]
 impl Gemm {
     #[new]
@@ -86,9 +97,7 @@ impl Gemm {
     fn workspace_len(&self, x: Matrix, w: Matrix, prepared: bool) -> PyResult<usize> {
         let (x, w) = (matrix(x), matrix(w));
         if prepared {
-            // SAFETY: describing reads nothing; the address is checked by the call that uses it.
-            let pw = unsafe { self.gemm.raw_prepared_weight(w.ptr, w.rows, w.cols) }.map_err(err)?;
-            self.gemm.workspace_len_raw_prepared(x, &pw).map_err(err)
+            self.gemm.workspace_len_raw_prepared(x, &self.prepared(w)?).map_err(err)
         } else {
             self.gemm.workspace_len_raw(x, w).map_err(err)
         }
@@ -120,12 +129,10 @@ impl Gemm {
         let stream = stream as *mut c_void;
         let (x, w, out) = (matrix(x), matrix(w), matrix(out));
         let (bias, workspace) = (bias.map(buffer), workspace.map(buffer));
-        // SAFETY: as in prepare_weight; a prepared W is memory prepare_weight of a handle of
-        // this precision filled (gemm_epilogue.torch keeps it with the weight's version).
+        // SAFETY: as in prepare_weight; a prepared W as `prepared` says.
         let plan = unsafe {
             if prepared {
-                let pw = self.gemm.raw_prepared_weight(w.ptr, w.rows, w.cols).map_err(err)?;
-                self.gemm.run_raw_prepared(stream, x, &pw, bias, scale, out, workspace)
+                self.gemm.run_raw_prepared(stream, x, &self.prepared(w)?, bias, scale, out, workspace)
             } else {
                 self.gemm.run_raw(stream, x, w, bias, scale, out, workspace)
             }
