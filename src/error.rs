@@ -22,6 +22,8 @@ pub enum Operand {
     Workspace,
     /// The memory [`crate::FusedGemm::prepare_weight_raw`] writes a prepared weight into.
     PreparedWeight,
+    /// The residual source `C` (M × N) of an [`crate::Epilogue`].
+    Residual,
 }
 
 impl fmt::Display for Operand {
@@ -33,6 +35,7 @@ impl fmt::Display for Operand {
             Operand::Out => "out",
             Operand::Workspace => "workspace",
             Operand::PreparedWeight => "prepared weight",
+            Operand::Residual => "residual",
         })
     }
 }

@@ -104,6 +104,7 @@
 pub mod candle;
 mod device;
 mod driver;
+mod epilogue;
 mod error;
 mod gemm;
 mod held;
@@ -118,8 +119,12 @@ pub mod testbed;
 mod threading;
 
 pub use device::{cuda_context, DeviceInfo};
+pub use epilogue::{Activation, Epilogue, Residual, Source};
 pub use error::{Error, Operand, Result};
-pub use gemm::{Dispatch, FusedGemm, Plan, PreparedWeight, RawBuffer, RawMatrix, RawPreparedWeight, Weight};
+pub use gemm::{
+    Dispatch, FusedGemm, Gemm, Plan, PreparedWeight, RawBuffer, RawGemm, RawMatrix, RawPreparedWeight, RawWeight,
+    Weight,
+};
 pub use kernels::{Family, Kernel, Precision};
 pub use linear::Linear;
 pub use matrix::{MatrixMut, MatrixRef};

@@ -51,18 +51,21 @@ fn layouts_match_what_the_kernels_expect() {
     assert_eq!(offset_of!(sys::GeSm90Params, w_small_map), 256);
     assert_eq!(offset_of!(sys::GeSm90Params, out_map), 384);
     assert_eq!(offset_of!(sys::GeSm90Params, problem), 512);
-    // Pointers first, then 64-bit strides, then 32-bit fields: no interior padding.
+    // Pointers first, then 64-bit strides, the epilogue, then 32-bit fields: no interior padding.
     assert_eq!(offset_of!(sys::GeProblem, ldx), 32);
-    assert_eq!(offset_of!(sys::GeProblem, m), 56);
-    assert_eq!(offset_of!(sys::GeProblem, scale), 68);
-    assert_eq!(size_of::<sys::GeProblem>(), 72);
+    assert_eq!(offset_of!(sys::GeProblem, epilogue), 56);
+    assert_eq!(offset_of!(sys::GeProblem, m), 88);
+    assert_eq!(size_of::<sys::GeProblem>(), 104);
+    assert_eq!(offset_of!(sys::GeEpilogue, scale), 16);
+    assert_eq!(offset_of!(sys::GeEpilogue, activation), 24);
+    assert_eq!(size_of::<sys::GeEpilogue>(), 32);
     // Stream-K: three pointers, the launch number and the tile count, shared by both families.
     assert_eq!(offset_of!(sys::GeStreamK, ready), 8);
     assert_eq!(offset_of!(sys::GeStreamK, ticket), 16);
     assert_eq!(offset_of!(sys::GeStreamK, launch), 24);
     assert_eq!(offset_of!(sys::GeStreamK, tiles), 32);
     assert_eq!(size_of::<sys::GeStreamK>(), 40);
-    assert_eq!(offset_of!(sys::GeSm90Params, stream_k), 512 + 72);
+    assert_eq!(offset_of!(sys::GeSm90Params, stream_k), 512 + 104);
     // The repack's mode and the offset of a split's small parts.
     assert_eq!(offset_of!(sys::GeRepackParams, mode), 40);
     assert_eq!(offset_of!(sys::GeRepackParams, small_offset), 48);

@@ -7,16 +7,42 @@
 
 namespace ge::epilogue {
 
+// ---- f(v), each rounded as PyTorch 2.x's CUDA kernel for the same expression --------------
+// Written with _rn intrinsics so that nvcc contracts nothing PyTorch's build does not: its
+// kernels compile with -fmad=true, so an FMA appears exactly where PyTorch's source has a
+// product feeding an addition (gelu_tanh's inner sum, the residual's add), nowhere else.
+
+// `y * s + y.clone()`: t = v*s rounded, then t + v rounded (two ops, never an FMA).
+__device__ __forceinline__ float scale_add(float v, float s) { return __fadd_rn(__fmul_rn(v, s), v); }
+
+// `torch.relu`: clamp_min(v, 0) with NaN passed through (fmaxf alone would return 0 for NaN).
+__device__ __forceinline__ float relu(float v) { return v != v ? v : fmaxf(v, 0.0f); }
+
+// `F.gelu(v)`: v * 0.5 * (1 + erf(v * M_SQRT1_2)), left to right, in fp32.
+__device__ __forceinline__ float gelu_erf(float v) {
+    constexpr float kAlpha = 0.70710678118654752440f;  // M_SQRT1_2 as a float
+    return __fmul_rn(__fmul_rn(v, 0.5f), __fadd_rn(1.0f, erff(__fmul_rn(v, kAlpha))));
+}
+
+// `F.gelu(v, approximate="tanh")`: 0.5 * v * (1 + tanh(kBeta * (v + kKappa * v^3))), the inner
+// sum an FMA (nvcc contracts `v + kKappa * x_cube` in PyTorch's kernel), v^3 = (v * v) * v.
+__device__ __forceinline__ float gelu_tanh(float v) {
+    constexpr float kBeta = static_cast<float>(1.41421356237309504880 * 1.12837916709551257390 * 0.5);
+    constexpr float kKappa = 0.044715f;
+    const float cube = __fmul_rn(__fmul_rn(v, v), v);
+    const float inner = __fmul_rn(kBeta, __fmaf_rn(kKappa, cube, v));
+    return __fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.0f, tanhf(inner)));
+}
+
+// `F.silu(v)`: v / (1 + exp(-v)), IEEE division.
+__device__ __forceinline__ float silu(float v) { return __fdiv_rn(v, __fadd_rn(1.0f, expf(-v))); }
+
 // out = (v * scale) + v,  v = acc + bias[col]   (bias absent: v = acc + -0.0 = acc)
 //
-// Rounding is exactly PyTorch's `y = linear(x); y * s + y.clone()`: v is rounded to fp32 once,
-// t = v*s is rounded, then t + v is rounded. __fmul_rn/__fadd_rn are never contracted into an
-// FMA by nvcc (unlike `v * s + v`, which -fmad=true would fuse into one rounding).
+// The seed's epilogue, and the elementwise baseline's (elementwise/bias_scale_residual.cuh).
 struct BiasScaleResidual {
     const float *bias;  // n values or nullptr
     float scale;
-
-    __host__ __device__ static BiasScaleResidual from(const GeProblem &p) { return {p.bias, p.scale}; }
 
     // What operator() adds for one in-bounds output column: bias[col], or -0.0 without a bias.
     // -0.0 is the identity of IEEE addition (x + -0.0 == x for every x, +0.0 and -0.0
@@ -27,9 +53,77 @@ struct BiasScaleResidual {
 
     // bias_value: bias_at(col) of the element's column.
     __device__ __forceinline__ float operator()(float acc, float bias_value) const {
-        const float v = __fadd_rn(acc, bias_value);
-        const float t = __fmul_rn(v, scale);
-        return __fadd_rn(t, v);
+        return scale_add(__fadd_rn(acc, bias_value), scale);
+    }
+};
+
+// The kernels' functor: out = f(v) + beta * C[row][col], v = acc + bias[col] (GeEpilogue).
+//
+// One build serves every form: `activation` and `source` are uniform over the launch, so the
+// branch on them costs no divergence. The kernels keep two store paths: the seed form without a
+// source (is_seed()) applies operator() to the fragments in registers, as it always has; every
+// other form writes v (linear()) to shared memory first and runs finish() there in a rolled
+// loop, so that the activations' code appears once per kernel rather than once per unrolled
+// fragment element, and C is read along out's rows.
+struct ActivationResidual : BiasScaleResidual {
+    const float *source;  // C or nullptr
+    int64_t ldc;
+    float beta;
+    int activation;  // GE_ACTIVATION_*
+
+    __host__ __device__ static ActivationResidual from(const GeProblem &p) {
+        const GeEpilogue &e = p.epilogue;
+        return {{p.bias, e.scale}, e.source, e.ldc, e.beta, e.activation};
+    }
+
+    // The register path: the seed's f and no C.
+    __device__ __forceinline__ bool is_seed() const {
+        return activation == GE_ACTIVATION_SCALE_ADD && source == nullptr;
+    }
+
+    // v of one element (bias_value: bias_at(col)).
+    __device__ __forceinline__ float linear(float acc, float bias_value) const { return __fadd_rn(acc, bias_value); }
+
+    __device__ __forceinline__ float activate(float v) const {
+        switch (activation) {
+            case GE_ACTIVATION_SCALE_ADD:
+                return scale_add(v, scale);
+            case GE_ACTIVATION_RELU:
+                return relu(v);
+            case GE_ACTIVATION_GELU:
+                return gelu_erf(v);
+            case GE_ACTIVATION_GELU_TANH:
+                return gelu_tanh(v);
+            case GE_ACTIVATION_SILU:
+                return silu(v);
+            default:  // GE_ACTIVATION_IDENTITY (the host passes nothing else)
+                return v;
+        }
+    }
+
+    // activate() as a call: for the paths whose accumulators are already dead (in shared
+    // memory) when it runs, where one out-of-line copy of the activations keeps them out of the
+    // kernel's body (the mma.sync kernels inline their epilogue at two sites, and nvcc's and
+    // ptxas's time grows with it).
+    __device__ __noinline__ float activate_call(float v) const { return activate(v); }
+
+    // Address of C's element (row, col): read it only in bounds, and only where source != nullptr.
+    __device__ __forceinline__ const float *source_at(int row, int col) const {
+        return source + static_cast<int64_t>(row) * ldc + col;
+    }
+
+    // out of one element from its v and its C value (ignored without a source). The add is
+    // torch.add(y, C, alpha=beta)'s: one fma (exactly y + C for beta == 1).
+    __device__ __forceinline__ float finish(float v, float c) const { return add_source(activate(v), c); }
+
+    // finish() for an in-bounds element whose C has not been read yet, through activate_call().
+    // A plain load: C may be out, which this kernel writes (so never through the read-only path).
+    __device__ __forceinline__ float finish_at(float v, int row, int col) const {
+        return add_source(activate_call(v), source ? *source_at(row, col) : 0.0f);
+    }
+
+    __device__ __forceinline__ float add_source(float y, float c) const {
+        return source ? __fmaf_rn(beta, c, y) : y;
     }
 };
 

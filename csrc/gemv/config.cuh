@@ -11,7 +11,7 @@ template <int TILE_M_,  // rows of X (and of out) one CTA covers: all of them, m
           int TILE_N_,  // rows of W (columns of out) per CTA, every warp on all of them
           int WARPS_,   // warps per CTA, on interleaved chunks of K
           int UNROLL_,  // chunks per warp and loop trip: the 16-byte loads a lane has in flight
-          Precision PRECISION_, class EPILOGUE_ = epilogue::BiasScaleResidual>
+          Precision PRECISION_, class EPILOGUE_ = epilogue::ActivationResidual>
 struct KernelConfig {
     static constexpr int TILE_M = TILE_M_;
     static constexpr int TILE_N = TILE_N_;

@@ -38,7 +38,7 @@ __device__ __forceinline__ void reduce_and_store(const WarpDot<Cfg> &dot, Reduce
 #pragma unroll
             for (int w = 1; w < Cfg::WARPS; ++w) s = __fadd_rn(s, smem.warp_sums[w][tid]);
             const auto epilogue = Cfg::Epilogue::from(p);
-            p.out[int64_t(m) * p.ldo + n] = epilogue(s, epilogue.bias_at(n));
+            p.out[int64_t(m) * p.ldo + n] = epilogue.finish_at(epilogue.linear(s, epilogue.bias_at(n)), m, n);
         }
     }
 }

@@ -7,7 +7,8 @@
  *
  * Computed by every kernel (row-major, leading dimensions in elements):
  *     v[m][n]   = sum_k X[m][k] * W[n][k] + bias[n]     (bias == NULL: v = acc)
- *     out[m][n] = (v * scale) + v                       (two roundings, never an FMA)
+ *     out[m][n] = f(v) + beta * C[m][n]                 (GeEpilogue: f, and C if any)
+ * the default f being the seed's (v * scale) + v (two roundings, never an FMA).
  */
 #ifndef GEMM_EPILOGUE_H
 #define GEMM_EPILOGUE_H
@@ -16,6 +17,29 @@
 
 /* ---- The problem, as every kernel family sees it ------------------------------------- */
 
+/* ---- The epilogue: what every kernel applies to v before its one store --------------- */
+
+/* GeEpilogue.activation: f(v), each rounded as PyTorch's CUDA kernel for the expression rounds
+ * (docs/EPILOGUE.md has the exact operations and where an FMA is or is not contracted). */
+#define GE_ACTIVATION_SCALE_ADD 0 /* (v * scale) + v: the seed's `y * s + y.clone()` (default)  */
+#define GE_ACTIVATION_IDENTITY 1  /* v: `F.linear(x, w, b)`                                      */
+#define GE_ACTIVATION_RELU 2      /* `torch.relu(v)`: NaN stays NaN                               */
+#define GE_ACTIVATION_GELU 3      /* `F.gelu(v)` (approximate="none": erf)                        */
+#define GE_ACTIVATION_GELU_TANH 4 /* `F.gelu(v, approximate="tanh")`                              */
+#define GE_ACTIVATION_SILU 5      /* `F.silu(v)`                                                  */
+
+/* f, and the residual source C: out = f(v) + beta * C (`torch.add(f(v), C, alpha=beta)`: one
+ * fma, as PyTorch's add rounds it). C is m x n at row stride ldc, read once per element by the
+ * thread that then writes that element of out, so C may be out itself (ldc == ldo: an in-place
+ * residual update); the host refuses any other overlap of C with out. */
+typedef struct GeEpilogue {
+    const float *source; /* C, or NULL: no residual (out = f(v))                         */
+    int64_t ldc;
+    float scale; /* GE_ACTIVATION_SCALE_ADD's s; any value, NaN and Inf included          */
+    float beta;  /* C's factor                                                            */
+    int32_t activation; /* GE_ACTIVATION_*                                               */
+} GeEpilogue;
+
 /* One fused Linear + epilogue call. Shapes are validated on the host before any launch:
  * m, n >= 1, k >= 0, each <= 2^31 - 1024 (so tile round-ups stay in int32); ld* >= the row
  * width; every row lies inside its buffer. */
@@ -23,14 +47,14 @@ typedef struct GeProblem {
     const float *x;    /* X: m x k, row stride ldx                                    */
     const float *w;    /* W: n x k, row stride ldw (nn.Linear's weight layout)        */
     const float *bias; /* bias: n values, or NULL for "no bias"                       */
-    float *out;        /* out: m x n, row stride ldo; written once, never read        */
+    float *out;        /* out: m x n, row stride ldo; written once, read only as C    */
     int64_t ldx;
     int64_t ldw;
     int64_t ldo;
+    GeEpilogue epilogue;
     int32_t m;
     int32_t n;
     int32_t k;
-    float scale; /* s in (v*s) + v; any value, NaN and Inf included             */
 } GeProblem;
 
 /* Second pass of the unfused baseline (cuBLAS GEMM, then this): in place on `out`,

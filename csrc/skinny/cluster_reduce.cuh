@@ -52,7 +52,7 @@ __device__ __forceinline__ void reduce_and_store(const WarpDot<Cfg> &dot, Reduce
 #endif
             for (uint32_t r = 1; r < ranks; ++r)
                 s = __fadd_rn(s, __int_as_float(sm90::ptx::ld_shared_cluster_s32(&smem.cta_sum[i], r)));
-            p.out[int64_t(m) * p.ldo + n] = epilogue(s, epilogue.bias_at(n));
+            p.out[int64_t(m) * p.ldo + n] = epilogue.finish_at(epilogue.linear(s, epilogue.bias_at(n)), m, n);
         }
     }
     // No CTA may exit (and free its shared memory) while rank 0 still reads it.

@@ -12,7 +12,7 @@ template <int TILE_M_,  // rows of X (and of out) one CTA covers: all of them, m
           int TILE_K_,  // k per warp step: 4 lanes x 4 floats x LOADS 16-byte copies per W row
           int WARPS_,   // warps per CTA, on interleaved k-steps of the same rows of W
           int STAGES_,  // steps in each warp's cp.async ring
-          Precision PRECISION_, class EPILOGUE_ = epilogue::BiasScaleResidual>
+          Precision PRECISION_, class EPILOGUE_ = epilogue::ActivationResidual>
 struct KernelConfig {
     static constexpr int TILE_M = TILE_M_;
     static constexpr int TILE_N = TILE_N_;

@@ -53,11 +53,14 @@ __device__ __forceinline__ int staged_offset(int row, int col) {
     return row * Cfg::TILE_N + ((((col >> 2) ^ (row & 7))) << 2) + (col & 3);
 }
 
-// Call after the mainloop with no cp.async in flight; `smem` is the stage buffers.
-template <class Cfg, class Epilogue>
+// Call after the mainloop with no cp.async in flight; `smem` is the stage buffers. kSeed: the
+// tile holds out's values (the functor's operator()); else it holds v (linear()), and the
+// row-wise pass runs finish() per element in a rolled loop, reading C along out's rows.
+template <class Cfg, bool kSeed, class Epilogue>
 __device__ __forceinline__ void store_tile_staged(const WarpMma<Cfg> &mma, const Epilogue &epi, const GeProblem &p,
                                                   float *smem, int m0, int n0, int warp_m, int warp_n, int lane,
                                                   int tid) {
+    static_assert(Cfg::TILE_M * Cfg::TILE_N * 4 <= Cfg::SMEM_BYTES, "the CTA tile fits in the stage buffers");
     const int g = lane >> 2, t = lane & 3;
     __syncthreads();  // every warp is done reading its last fragments from the stages
 #pragma unroll
@@ -70,13 +73,29 @@ __device__ __forceinline__ void store_tile_staged(const WarpMma<Cfg> &mma, const
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int row = warp_m * Cfg::WARP_M + i * Cfg::INST_M + g + 8 * h;
+                const float a0 = mma.acc[i][j][2 * h], a1 = mma.acc[i][j][2 * h + 1];
                 *reinterpret_cast<float2 *>(smem + staged_offset<Cfg>(row, col)) =
-                    make_float2(epi(mma.acc[i][j][2 * h], b0), epi(mma.acc[i][j][2 * h + 1], b1));
+                    kSeed ? make_float2(epi(a0, b0), epi(a1, b1)) : make_float2(epi.linear(a0, b0), epi.linear(a1, b1));
             }
         }
     }
     __syncthreads();
     constexpr int kChunksPerRow = Cfg::TILE_N / 4;
+    if constexpr (!kSeed) {
+#pragma unroll 1
+        for (int q = tid; q < Cfg::TILE_M * kChunksPerRow; q += Cfg::THREADS) {
+            const int row = q / kChunksPerRow, col = (q % kChunksPerRow) * 4;
+            if (m0 + row >= p.m || n0 + col >= p.n) continue;
+            const float4 v = *reinterpret_cast<const float4 *>(smem + staged_offset<Cfg>(row, col));
+            float *dst = p.out + int64_t(m0 + row) * p.ldo + n0 + col;
+#pragma unroll 1
+            for (int c = 0; c < 4; ++c) {
+                const float e = c == 0 ? v.x : c == 1 ? v.y : c == 2 ? v.z : v.w;  // no local array
+                if (n0 + col + c < p.n) dst[c] = epi.finish_at(e, m0 + row, n0 + col + c);
+            }
+        }
+        return;
+    }
     const bool vec4 = (p.ldo % 4 == 0) && (reinterpret_cast<uintptr_t>(p.out) % 16 == 0);
 #pragma unroll 4
     for (int q = tid; q < Cfg::TILE_M * kChunksPerRow; q += Cfg::THREADS) {

@@ -12,14 +12,18 @@
 
 namespace ge::sm80 {
 
-// The fused epilogue of a finished tile.
+// The fused epilogue of a finished tile: the seed form as the configuration stores it, every
+// other form through the staged tile (a uniform branch: the epilogue is the launch's).
 template <class Cfg>
 __device__ __forceinline__ void store(const WarpMma<Cfg> &mma, const GeProblem &p, float *smem, int m0, int n0,
                                       int warp_m, int warp_n, int lane, int tid) {
-    if constexpr (Cfg::STORE == EpilogueStore::Staged)
-        store_tile_staged<Cfg>(mma, Cfg::Epilogue::from(p), p, smem, m0, n0, warp_m, warp_n, lane, tid);
+    const auto epi = Cfg::Epilogue::from(p);
+    if (!epi.is_seed())
+        store_tile_staged<Cfg, false>(mma, epi, p, smem, m0, n0, warp_m, warp_n, lane, tid);
+    else if constexpr (Cfg::STORE == EpilogueStore::Staged)
+        store_tile_staged<Cfg, true>(mma, epi, p, smem, m0, n0, warp_m, warp_n, lane, tid);
     else
-        store_tile<Cfg>(mma, Cfg::Epilogue::from(p), p, m0, n0, warp_m, warp_n, lane);
+        store_tile<Cfg>(mma, epi, p, m0, n0, warp_m, warp_n, lane);
 }
 
 // One whole tile, `tile_id` of the raster.

@@ -15,7 +15,7 @@ namespace ge::sm90 {
 enum class Schedule { PingPong, Cooperative };
 
 template <int TILE_M_, int TILE_N_, int TILE_K_, int STAGES_, Schedule SCHEDULE_, int CLUSTER_M_, Precision PRECISION_,
-          int GROUP_M_ = 8, class EPILOGUE_ = ge::epilogue::BiasScaleResidual>
+          int GROUP_M_ = 8, class EPILOGUE_ = ge::epilogue::ActivationResidual>
 struct KernelConfig {
     static constexpr int TILE_M = TILE_M_;  // rows of X / out per CTA tile (one TMA box, fewer rows when m is smaller)
     static constexpr int TILE_N = TILE_N_;  // rows of W / columns of out per CTA tile

@@ -82,7 +82,9 @@ __device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Sto
                 work, w, p.stream_k.partials + in_slot, kSlot, ready, kReady, p.stream_k.launch, &acc[0][0], wg_thread,
                 live, warpgroup_barrier);
         }
-        if (p.store_tma)
+        if (!Cfg::Epilogue::from(prob).is_seed())
+            store_tile_general<Cfg>(p, s.c[consumer], m0, tile.n0, acc, bias, warp, lane);
+        else if (p.store_tma)
             store_tile_tma<Cfg>(p, s.c[consumer], m0, tile.n0, acc, bias, warp, lane);
         else
             store_tile<Cfg>(prob, m0, tile.n0, acc, bias, warp, lane, vec2);

@@ -11,10 +11,11 @@ use super::weight::WeightForm;
 use super::workspace::{repacked_ld, Region};
 use crate::driver::tma::TmaElement;
 use crate::driver::{launch, tma};
+use crate::epilogue::{Epilogue, Source};
 use crate::error::{Error, Result};
 use crate::kernels::loaded::LoadedKernels;
 use crate::kernels::{Family, Kernel, Precision};
-use crate::sys::{self, GeProblem, GeRepackParams, GeSm90Params, GeStreamK, GeTensorMap};
+use crate::sys::{self, GeEpilogue, GeProblem, GeRepackParams, GeSm90Params, GeStreamK, GeTensorMap};
 
 /// Device addresses of a validated call (bias 0: none; workspace 0: none).
 #[derive(Clone, Copy, Debug)]
@@ -33,7 +34,7 @@ pub(crate) fn launch(
     plan: &Plan,
     shape: Shape,
     a: Addresses,
-    scale: f32,
+    epilogue: GeEpilogue,
 ) -> Result<()> {
     let layout = &plan.workspace;
     // Operands the kernel reads: the caller's, or their repacked copies in the workspace,
@@ -77,7 +78,7 @@ pub(crate) fn launch(
         m: shape.m as i32,
         n: shape.n as i32,
         k: shape.k as i32,
-        scale,
+        epilogue,
     };
     // select() only picks kernels the device supports, and load() loaded all of those.
     let function = kernels
@@ -180,6 +181,23 @@ pub(crate) fn launch(
         }
     }
     Ok(())
+}
+
+/// The header's epilogue parameters for a validated epilogue whose `C`, if any, is at `Strided`
+/// (`Source::Out`: at `out`).
+pub(crate) fn epilogue_params(e: &Epilogue<Strided>, out: Strided) -> GeEpilogue {
+    let (activation, scale) = e.activation.code();
+    let (source, beta) = match &e.residual {
+        Some(r) => (
+            match r.source {
+                Source::Matrix(c) => c,
+                Source::Out => out,
+            },
+            r.beta,
+        ),
+        None => (Strided { addr: 0, ld: 0 }, 0.0),
+    };
+    GeEpilogue { source: source.addr as *const f32, ldc: source.ld as i64, scale, beta, activation }
 }
 
 /// Rows of X per TMA box (`GeSm90Params::x_box_rows`): the CTA tile's, or M rounded up to whole

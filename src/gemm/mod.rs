@@ -28,13 +28,14 @@ pub use dispatch::Dispatch;
 pub(crate) use launch::rowwise_grid;
 use launch::RepackMode;
 pub use plan::Plan;
-pub use raw::{RawBuffer, RawMatrix};
+pub use raw::{RawBuffer, RawGemm, RawMatrix, RawWeight};
 pub use raw_prepared::RawPreparedWeight;
 pub(crate) use shape::Shape;
 use weight::WeightForm;
 pub use weight::{PreparedWeight, Weight};
 
 use crate::device::DeviceInfo;
+use crate::epilogue::{Epilogue, Residual, Source};
 use crate::error::{Error, Operand, Result};
 use crate::kernels::loaded::{LoadedKernels, Occupancy};
 use crate::kernels::{Kernel, Precision};
@@ -44,7 +45,27 @@ use launch::Addresses;
 use shape::Strided;
 use validate::Extent;
 
-/// The fused `out = (v*s) + v`, `v = x·wᵀ + b` kernels, loaded into one CUDA context.
+/// The arguments of one call (CUTLASS's `Arguments`): `out = f(v) + β·C`, `v = x·wᵀ + b`, for
+/// [`FusedGemm::run_gemm`]. `x` is M × K, `w` N × K (nn.Linear's weight), `bias` N elements or
+/// `None`, `out` M × N; each may be a strided view. `workspace`: see
+/// [`FusedGemm::run_with_workspace`].
+#[derive(Debug)]
+pub struct Gemm<'a, 'o, 's, W: Weight> {
+    /// X, M × K.
+    pub x: &'a MatrixRef<'a>,
+    /// W, N × K, as given or prepared.
+    pub w: &'a W,
+    /// b, N elements, or none.
+    pub bias: Option<&'a CudaView<'a, f32>>,
+    /// What is applied to `v` before the store.
+    pub epilogue: Epilogue<&'a MatrixRef<'a>>,
+    /// The output, M × N.
+    pub out: &'a mut MatrixMut<'o>,
+    /// Scratch memory, or none.
+    pub workspace: Option<&'a mut CudaViewMut<'s, f32>>,
+}
+
+/// The fused `out = f(v) + β·C`, `v = x·wᵀ + b` kernels, loaded into one CUDA context.
 ///
 /// [`FusedGemm::new`] loads the module into a context once (a second `new` on the same
 /// context shares it); clone it freely: clones share the loaded module.
@@ -263,7 +284,8 @@ impl FusedGemm {
         Ok(self.select(call)?.workspace_len())
     }
 
-    /// Computes `out[i][j] = (v*scale) + v`, `v = Σ_k x[i][k]·w[j][k] + bias[j]` on `stream`.
+    /// Computes `out[i][j] = (v*scale) + v`, `v = Σ_k x[i][k]·w[j][k] + bias[j]` on `stream`:
+    /// [`FusedGemm::run_gemm`] with [`Epilogue::scale_add`] and no workspace.
     ///
     /// `x` is M × K, `w` is N × K (nn.Linear's weight), `bias` has N elements (or is `None`),
     /// `out` is M × N; each may be a strided view. Everything is checked before the launch: on
@@ -278,7 +300,7 @@ impl FusedGemm {
         scale: f32,
         out: &mut MatrixMut<'_>,
     ) -> Result<Option<Plan>> {
-        self.run_inner(stream, x, w, bias, scale, out, None)
+        self.run_gemm(stream, Gemm { x, w, bias, epilogue: Epilogue::scale_add(scale), out, workspace: None })
     }
 
     /// Like [`FusedGemm::run`], with scratch memory (see [`FusedGemm::workspace_len`]): operands
@@ -299,24 +321,29 @@ impl FusedGemm {
         out: &mut MatrixMut<'_>,
         workspace: &mut CudaViewMut<'_, f32>,
     ) -> Result<Option<Plan>> {
-        self.run_inner(stream, x, w, bias, scale, out, Some(workspace))
+        let epilogue = Epilogue::scale_add(scale);
+        self.run_gemm(stream, Gemm { x, w, bias, epilogue, out, workspace: Some(workspace) })
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn run_inner(
-        &self,
-        stream: &CudaStream,
-        x: &MatrixRef<'_>,
-        w: &impl Weight,
-        bias: Option<&CudaView<'_, f32>>,
-        scale: f32,
-        out: &mut MatrixMut<'_>,
-        workspace: Option<&mut CudaViewMut<'_, f32>>,
-    ) -> Result<Option<Plan>> {
+    /// Runs one call described by its arguments: `out = f(v) + β·C`, `v = x·wᵀ + b`, with the
+    /// epilogue `gemm.epilogue` ([`Epilogue`]: the seed's `v·s + v`, plain Linear, an activation,
+    /// and a residual source `C`, an M × N view or `out` itself). The workspace, if any, as in
+    /// [`FusedGemm::run_with_workspace`]. Everything is checked before the launch (a residual
+    /// of another shape, or in another context, is refused): on error nothing is written.
+    /// Returns the plan that ran (`None` when M or N is 0). No allocation, no host
+    /// synchronisation.
+    pub fn run_gemm<W: Weight>(&self, stream: &CudaStream, gemm: Gemm<'_, '_, '_, W>) -> Result<Option<Plan>> {
+        let Gemm { x, w, bias, epilogue, out, workspace } = gemm;
         self.check_stream(stream)?;
         let (w, prepared) = self.weight(w)?;
         let w = &w;
         let shape = self.validate(x, w, bias, &out.view())?;
+        if let Some(Residual { source: Source::Matrix(c), .. }) = &epilogue.residual {
+            validate::validate_residual(shape, c.extent())?;
+            if c.data.stream().context().cu_ctx() != self.kernels.ctx.cu_ctx() {
+                return Err(Error::WrongContext { operand: Some(Operand::Residual) });
+            }
+        }
         if let Some(ws) = &workspace {
             if ws.stream().context().cu_ctx() != self.kernels.ctx.cu_ctx() {
                 return Err(Error::WrongContext { operand: Some(Operand::Workspace) });
@@ -335,6 +362,12 @@ impl FusedGemm {
             }
             None => (0, None),
         };
+        let mut c_guard = None;
+        let epilogue = epilogue.map(|c| {
+            let (p, g) = c.data.device_ptr(stream);
+            c_guard = Some(g);
+            Strided { addr: p, ld: c.ld }
+        });
         let (ws_ptr, ws_len, _ws_guard) = match workspace {
             Some(ws) => {
                 let len = ws.len();
@@ -356,7 +389,8 @@ impl FusedGemm {
         };
         let call = Call { shape, x: a.x, w: a.w, w_prepared: prepared, workspace: ws_len };
         let plan = self.select(call)?.for_out(shape.n, a.out);
-        launch::launch(&self.kernels, stream, &plan, shape, a, scale)?;
+        launch::launch(&self.kernels, stream, &plan, shape, a, launch::epilogue_params(&epilogue, a.out))?;
+        drop(c_guard);
         Ok(Some(plan))
     }
 

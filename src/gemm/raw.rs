@@ -9,11 +9,13 @@ use cudarc::driver::{sys, CudaContext};
 
 use super::dispatch::Call;
 use super::launch::{self, Addresses};
+use super::raw_prepared::RawPreparedWeight;
 use super::shape::Strided;
 use super::validate::{self, Extent};
 use super::weight::WeightForm;
 use super::{FusedGemm, Plan};
 use crate::driver::pointer;
+use crate::epilogue::{Epilogue, Residual, Source};
 use crate::error::{Error, Operand, Result};
 
 /// A row-major f32 matrix at a raw device address: `rows × cols` at a row stride of `ld`
@@ -100,24 +102,56 @@ impl FusedGemm {
         out: RawMatrix,
         workspace: Option<RawBuffer>,
     ) -> Result<Option<Plan>> {
-        let w = RawOperandW { matrix: w, reach: w.reach(), prepared: None };
-        // SAFETY: the caller's contract above is `run_checked`'s.
-        unsafe { self.run_checked(stream, x, w, bias, scale, out, workspace) }
+        let epilogue = Epilogue::scale_add(scale);
+        let gemm = RawGemm { x, w: RawWeight::Matrix(w), bias, epilogue, out, workspace };
+        // SAFETY: the caller's contract above is run_raw_gemm's.
+        unsafe { self.run_raw_gemm(stream, &gemm) }
     }
 
-    /// `run_raw`'s checks and launch, for W as given or as a raw prepared weight.
+    /// [`FusedGemm::run_gemm`] on raw device addresses: one call described by its arguments,
+    /// with any [`Epilogue`] (its residual `C` a [`RawMatrix`], or `out` itself), W as given or
+    /// prepared by [`FusedGemm::prepare_weight_raw`]. Checked as [`FusedGemm::run_raw`] checks,
+    /// and also: `C` is M × N in an allocation of this device that holds it, and overlaps `out`
+    /// only by being it (the same address and row stride: an in-place residual, as
+    /// [`crate::Source::Out`]; any other overlap is [`Error::Overlapping`]); a prepared weight
+    /// comes from a handle of this precision ([`Error::PreparedForOtherPrecision`]).
     ///
     /// # Safety
-    /// As [`FusedGemm::run_raw`]; for a prepared W, its `reach` elements hold what
+    /// As [`FusedGemm::run_raw`] (and [`FusedGemm::run_raw_prepared`] for a prepared weight);
+    /// nothing writes `C` while the work runs unless it is ordered after it.
+    pub unsafe fn run_raw_gemm(&self, stream: *mut c_void, gemm: &RawGemm<'_>) -> Result<Option<Plan>> {
+        let w = match gemm.w {
+            RawWeight::Matrix(w) => RawOperandW { matrix: w, reach: w.reach(), prepared: None },
+            RawWeight::Prepared(w) => {
+                if w.precision != self.policy.precision {
+                    return Err(Error::PreparedForOtherPrecision {
+                        prepared: w.precision,
+                        asked: self.policy.precision,
+                    });
+                }
+                // The big parts as the matrix (all a kernel that does not read W split takes of
+                // it); the reach covers the small parts too.
+                let matrix = RawMatrix { ptr: w.ptr, rows: w.rows, cols: w.cols, ld: w.ld, len: w.len };
+                RawOperandW { matrix, reach: w.len, prepared: Some(w.form) }
+            }
+        };
+        // SAFETY: the caller's contract above is run_checked's.
+        unsafe { self.run_checked(stream, gemm.x, w, gemm.bias, gemm.epilogue, gemm.out, gemm.workspace) }
+    }
+
+    /// `run_raw_gemm`'s checks and launch.
+    ///
+    /// # Safety
+    /// As [`FusedGemm::run_raw_gemm`]; for a prepared W, its `reach` elements hold what
     /// [`FusedGemm::prepare_weight_raw`] wrote, unchanged.
     #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn run_checked(
+    unsafe fn run_checked(
         &self,
         stream: *mut c_void,
         x: RawMatrix,
         w: RawOperandW,
         bias: Option<RawBuffer>,
-        scale: f32,
+        epilogue: Epilogue<RawMatrix>,
         out: RawMatrix,
         workspace: Option<RawBuffer>,
     ) -> Result<Option<Plan>> {
@@ -134,15 +168,26 @@ impl FusedGemm {
                 return Err(Error::BufferTooSmall { operand: Operand::Bias, needed: shape.n, len: b.len });
             }
         }
+        let source = match &epilogue.residual {
+            Some(Residual { source: Source::Matrix(c), .. }) => {
+                validate::validate_residual(shape, c.extent())?;
+                Some(*c)
+            }
+            _ => None,
+        };
         let ws = workspace.unwrap_or(RawBuffer { ptr: 0, len: 0 });
         if ws.ptr % 16 != 0 {
             return Err(Error::MisalignedWorkspace { address: ws.ptr });
         }
+        // `out` itself as C (same address and stride): the in-place residual, not an overlap.
+        let in_place = source.is_some_and(|c| c.ptr == out.ptr && (c.ld == out.ld || shape.m <= 1));
+        let c = source.filter(|_| !in_place);
         // (operand, address, elements the call may touch from it on)
         let operands = [
             (Operand::X, x.ptr, x.reach()),
             (Operand::W, w.matrix.ptr, w.reach),
             (Operand::Bias, bias.map_or(0, |b| b.ptr), bias.map_or(0, |_| shape.n)),
+            (Operand::Residual, c.map_or(0, |c| c.ptr), c.map_or(0, |c| c.reach())),
             (Operand::Out, out.ptr, out.reach()),
             (Operand::Workspace, ws.ptr, ws.len),
         ];
@@ -165,14 +210,48 @@ impl FusedGemm {
             out: Strided { addr: out.ptr, ld: out.ld },
             workspace: ws.ptr,
         };
+        let epilogue = match epilogue.residual {
+            Some(r) if in_place => {
+                Epilogue { residual: Some(Residual { source: Source::Out, beta: r.beta }), ..epilogue }
+            }
+            _ => epilogue,
+        };
+        let epilogue = epilogue.map(|c| Strided { addr: c.ptr, ld: c.ld });
         let call = Call { shape, x: a.x, w: a.w, w_prepared: w.prepared, workspace: ws.len };
         let plan = self.select(call)?.for_out(shape.n, a.out);
         // SAFETY: a borrowed handle of this context (checked above; alive by the contract);
         // dropping the wrapper leaves the stream to its owner.
         let stream = unsafe { ctx.wrap_borrowed_stream(stream) };
-        launch::launch(&self.kernels, &stream, &plan, shape, a, scale)?;
+        launch::launch(&self.kernels, &stream, &plan, shape, a, launch::epilogue_params(&epilogue, a.out))?;
         Ok(Some(plan))
     }
+}
+
+/// W for [`RawGemm`]: as given, or as [`FusedGemm::prepare_weight_raw`] prepared it.
+#[derive(Clone, Copy, Debug)]
+pub enum RawWeight<'w> {
+    /// N × K at a raw address.
+    Matrix(RawMatrix),
+    /// A prepared weight.
+    Prepared(&'w RawPreparedWeight),
+}
+
+/// The arguments of one raw call ([`FusedGemm::run_raw_gemm`]), as [`crate::Gemm`] for raw
+/// addresses.
+#[derive(Clone, Copy, Debug)]
+pub struct RawGemm<'w> {
+    /// X, M × K.
+    pub x: RawMatrix,
+    /// W, N × K, as given or prepared.
+    pub w: RawWeight<'w>,
+    /// b: at least N elements, the first N read; or none.
+    pub bias: Option<RawBuffer>,
+    /// What is applied to `v` before the store.
+    pub epilogue: Epilogue<RawMatrix>,
+    /// The output, M × N.
+    pub out: RawMatrix,
+    /// Scratch memory (see [`FusedGemm::run_raw`]), or none.
+    pub workspace: Option<RawBuffer>,
 }
 
 /// W as the raw path reads it: its matrix (of a prepared weight, the big parts), the elements

@@ -10,12 +10,13 @@ use cudarc::driver::sys;
 
 use super::dispatch::Call;
 use super::launch::{self, RepackMode};
-use super::raw::{byte_range, check_allocation, overlap, RawBuffer, RawMatrix, RawOperandW};
+use super::raw::{byte_range, check_allocation, overlap, RawBuffer, RawGemm, RawMatrix, RawWeight};
 use super::shape::Strided;
 use super::validate;
 use super::weight::WeightForm;
 use super::{FusedGemm, Plan};
 use crate::driver::pointer;
+use crate::epilogue::Epilogue;
 use crate::error::{Error, Operand, Result};
 use crate::kernels::Precision;
 
@@ -25,13 +26,13 @@ use crate::kernels::Precision;
 /// stays the caller's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RawPreparedWeight {
-    ptr: u64,
-    rows: usize,
-    cols: usize,
-    ld: usize,
-    len: usize,
-    precision: Precision,
-    form: WeightForm,
+    pub(super) ptr: u64,
+    pub(super) rows: usize,
+    pub(super) cols: usize,
+    pub(super) ld: usize,
+    pub(super) len: usize,
+    pub(super) precision: Precision,
+    pub(super) form: WeightForm,
 }
 
 impl RawPreparedWeight {
@@ -199,14 +200,9 @@ impl FusedGemm {
         out: RawMatrix,
         workspace: Option<RawBuffer>,
     ) -> Result<Option<Plan>> {
-        if w.precision != self.policy.precision {
-            return Err(Error::PreparedForOtherPrecision { prepared: w.precision, asked: self.policy.precision });
-        }
-        // The big parts as the matrix (all a kernel that does not read W split takes of it); the
-        // reach covers the small parts too.
-        let matrix = RawMatrix { ptr: w.ptr, rows: w.rows, cols: w.cols, ld: w.ld, len: w.len };
-        let w = RawOperandW { matrix, reach: w.len, prepared: Some(w.form) };
-        // SAFETY: the caller's contract above is `run_checked`'s.
-        unsafe { self.run_checked(stream, x, w, bias, scale, out, workspace) }
+        let epilogue = Epilogue::scale_add(scale);
+        let gemm = RawGemm { x, w: RawWeight::Prepared(w), bias, epilogue, out, workspace };
+        // SAFETY: the caller's contract above is run_raw_gemm's.
+        unsafe { self.run_raw_gemm(stream, &gemm) }
     }
 }

@@ -46,6 +46,17 @@ pub(crate) fn validate_shapes(x: Extent, w: Extent, bias_len: Option<usize>, out
     Ok(Shape { m, n, k })
 }
 
+/// Checks that a residual source C is M × N and fits its buffer.
+pub(crate) fn validate_residual(shape: Shape, c: Extent) -> Result<()> {
+    if c.rows != shape.m {
+        return Err(Error::ShapeMismatch { what: "residual.rows (M) vs x.rows (M)", expected: shape.m, found: c.rows });
+    }
+    if c.cols != shape.n {
+        return Err(Error::ShapeMismatch { what: "residual.cols (N) vs w.rows (N)", expected: shape.n, found: c.cols });
+    }
+    check_extent(Operand::Residual, c)
+}
+
 /// Checks that x (M×K) and w (N×K) agree and fit their buffers: what sizing a workspace needs.
 pub(crate) fn validate_operands(x: Extent, w: Extent) -> Result<Shape> {
     if w.cols != x.cols {
@@ -85,6 +96,7 @@ fn check_extent(operand: Operand, Extent { rows, cols, ld, len }: Extent) -> Res
         let what = match operand {
             Operand::X => "ldx",
             Operand::W => "ldw",
+            Operand::Residual => "ldc",
             _ => "ldo",
         };
         return Err(Error::DimensionTooLarge { what, value: ld, max: MAX_LD });
