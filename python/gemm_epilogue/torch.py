@@ -3,10 +3,15 @@
 ``FusedLinear(in_features, out_features, scale)`` is ``nn.Linear`` followed by ``y*scale +
 y.clone()``, computed in one kernel on PyTorch's current stream: the same parameters (``weight``
 N×K, ``bias`` N, initialised as ``nn.Linear`` does), so a model's ``state_dict`` loads into it.
+``FusedLinear(in_features, out_features, activation="gelu")`` is ``F.gelu(linear(x))`` instead
+(:data:`ACTIVATIONS`; none and no scale: plain ``linear(x)``), and ``forward(x, residual, beta)``
+adds ``torch.add(y, residual, alpha=beta)`` in the same kernel. Each form gives, for the same
+``v = linear(x)``, bitwise what PyTorch's own kernel for the expression gives.
 
-- The op ``torch.ops.gemm_epilogue.fused_linear(x, weight, bias, scale, precision, prepared)``
-  has a fake (meta) implementation, so ``torch.compile(fullgraph=True)`` traces it, and an
-  autograd formula (backward through PyTorch's own matmuls).
+- The op ``torch.ops.gemm_epilogue.fused_linear(x, weight, bias, scale, precision, prepared,
+  activation, residual, beta)`` has a fake (meta) implementation, so
+  ``torch.compile(fullgraph=True)`` traces it, and an autograd formula (backward through
+  PyTorch's own matmuls and activation derivatives, ``v`` recomputed by ``F.linear``).
 - Tensors cross as device addresses, shapes and strides; the crate checks each against the
   driver's record of its allocation. Inputs whose rows are not contiguous are copied first
   (``.contiguous()``); strided rows (``x[:, :k]`` of a wider tensor) are read in place.
@@ -27,7 +32,33 @@ from torch import Tensor, nn
 
 from . import PRECISIONS, GemmEpilogueError, _native
 
-__all__ = ["FusedLinear", "fused_linear", "prepare_weight", "GemmEpilogueError", "PRECISIONS"]
+__all__ = ["FusedLinear", "fused_linear", "prepare_weight", "GemmEpilogueError", "PRECISIONS", "ACTIVATIONS"]
+
+#: The activations ``f`` of ``f(linear(x))`` and their codes in the crate's header
+#: (``GE_ACTIVATION_*``); ``"scale_add"`` is the seed's ``y*scale + y`` (code 0).
+ACTIVATIONS = {"identity": 1, "relu": 2, "gelu": 3, "gelu_tanh": 4, "silu": 5}
+_SCALE_ADD = "scale_add"
+
+
+def _epilogue(scale: Optional[float], activation: Optional[str]) -> tuple:
+    """(activation name, scale) of a FusedLinear or a functional call: a scale alone is the
+    seed's ``y*scale + y``, an activation alone ``f(y)``, neither plain ``y``."""
+    if activation is None:
+        return (_SCALE_ADD, float(scale)) if scale is not None else ("identity", 0.0)
+    if scale is not None:
+        raise ValueError("scale and activation: give one (scale is the seed's y*scale + y)")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation {activation!r}: one of {', '.join(map(repr, ACTIVATIONS))}")
+    return activation, 0.0
+
+
+def _code(activation: str) -> int:
+    if activation == _SCALE_ADD:
+        return 0
+    code = ACTIVATIONS.get(activation)
+    if code is None:
+        raise GemmEpilogueError(f"activation {activation!r}: {_SCALE_ADD!r} or one of {', '.join(map(repr, ACTIVATIONS))}")
+    return code
 
 _handles: dict = {}
 _handles_lock = threading.Lock()
@@ -128,10 +159,15 @@ def _run(
     precision: str,
     prepared: Optional[Tensor],
     out: Optional[Tensor] = None,
+    activation: str = _SCALE_ADD,
+    residual: Optional[Tensor] = None,
+    beta: float = 1.0,
 ) -> Tensor:
-    """The fused kernel on the current stream: ``out = v*scale + v``, ``v = x @ weight.T + bias``."""
+    """The fused kernel on the current stream: ``out = f(v) + beta * residual``,
+    ``v = x @ weight.T + bias`` (``f``: ``activation``; the seed's ``v*scale + v`` by default)."""
     _check_precision(precision)
     _check_operands(x, weight, bias)
+    code = _code(activation)
     k = x.shape[-1]
     n = weight.shape[0]
     lead = x.shape[:-1]
@@ -163,6 +199,18 @@ def _run(
             raise GemmEpilogueError(f"bias: {bias.shape[0]} elements, but N = {n} (weight.shape[0])")
         if n > 1 and bias.stride(0) != 1:
             bias = bias.contiguous()
+    c = None
+    if residual is not None:
+        if not isinstance(residual, Tensor) or not residual.is_cuda or residual.dtype is not torch.float32:
+            raise GemmEpilogueError("residual: a torch.float32 CUDA tensor")
+        if residual.get_device() != x.get_device():
+            raise GemmEpilogueError(f"residual is on {residual.device} but x on {x.device}: every operand on one device")
+        if residual.shape != (*lead, n):
+            raise GemmEpilogueError(f"residual: shape {tuple(residual.shape)}, the result is {(*lead, n)}")
+        if residual is out:
+            c = _matrix(out2)  # in place: the crate reads each element before it writes it
+        else:
+            c = _matrix(_row_major(residual if residual.dim() == 2 else residual.reshape(-1, n)))
     index = x.get_device()
     gemm = _handles.get((index, precision)) or _gemm(x.device, precision)
     xm = _matrix(x2)
@@ -175,7 +223,7 @@ def _run(
         w,
         is_prepared,
         None if bias is None else (bias.data_ptr(), n),
-        float(scale),
+        (code, float(scale), c, float(beta)),
         _matrix(out2),
         None if ws is None else (ws.data_ptr(), ws_len),
     )
@@ -184,33 +232,65 @@ def _run(
 
 @torch.library.custom_op("gemm_epilogue::fused_linear", mutates_args=())
 def _fused_linear_op(
-    x: Tensor, weight: Tensor, bias: Optional[Tensor], scale: float, precision: str, prepared: Optional[Tensor]
+    x: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor],
+    scale: float,
+    precision: str,
+    prepared: Optional[Tensor],
+    activation: str = _SCALE_ADD,
+    residual: Optional[Tensor] = None,
+    beta: float = 1.0,
 ) -> Tensor:
-    return _run(x, weight, bias, scale, precision, prepared)
+    return _run(x, weight, bias, scale, precision, prepared, None, activation, residual, beta)
 
 
 @_fused_linear_op.register_fake
-def _fused_linear_fake(x, weight, bias, scale, precision, prepared):
+def _fused_linear_fake(x, weight, bias, scale, precision, prepared, activation=_SCALE_ADD, residual=None, beta=1.0):
     _check_precision(precision)
-    for name, t in (("x", x), ("weight", weight), ("bias", bias)):
+    _code(activation)
+    for name, t in (("x", x), ("weight", weight), ("bias", bias), ("residual", residual)):
         torch._check(t is None or t.dtype == torch.float32, lambda: f"{name}: gemm_epilogue takes torch.float32")
     torch._check(weight.dim() == 2, lambda: "weight is N × K")
     torch._check(x.shape[-1] == weight.shape[1], lambda: f"x has K = {x.shape[-1]}, weight {weight.shape[1]}")
     if bias is not None:
         torch._check(bias.shape == (weight.shape[0],), lambda: "bias has N elements")
-    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+    shape = (*x.shape[:-1], weight.shape[0])
+    if residual is not None:
+        torch._check(residual.shape == shape, lambda: f"residual: shape {tuple(residual.shape)}, the result is {shape}")
+    return x.new_empty(shape)
 
 
 def _setup_context(ctx, inputs, output):
-    x, weight, bias, scale, _precision, _prepared = inputs
-    ctx.scale = scale
-    ctx.save_for_backward(x, weight)
+    x, weight, bias, scale, _precision, _prepared, activation, _residual, beta = (
+        *inputs,
+        *(_SCALE_ADD, None, 1.0)[len(inputs) - 6 :],
+    )
+    ctx.scale, ctx.activation, ctx.beta = scale, activation, beta
+    # v is recomputed (F.linear) for the activations whose derivative needs it.
+    ctx.save_for_backward(x, weight, bias if activation not in (_SCALE_ADD, "identity") else None)
+
+
+def _grad_v(ctx, grad, x, weight, bias):
+    """d out / d v applied to ``grad``, as autograd computes it for PyTorch's expression."""
+    a = ctx.activation
+    if a == _SCALE_ADD:
+        # out = v*s + v: what autograd gives for `y*s + y.clone()`, rounded alike.
+        return grad * ctx.scale + grad
+    if a == "identity":
+        return grad
+    with torch.no_grad():
+        v = torch.nn.functional.linear(x, weight, bias)
+    if a == "relu":
+        return torch.ops.aten.threshold_backward(grad, torch.relu(v), 0)
+    if a == "silu":
+        return torch.ops.aten.silu_backward(grad, v)
+    return torch.ops.aten.gelu_backward(grad, v, approximate="tanh" if a == "gelu_tanh" else "none")
 
 
 def _backward(ctx, grad):
-    x, weight = ctx.saved_tensors
-    # out = v*s + v: what autograd gives for `y*s + y.clone()`, rounded alike.
-    grad_v = grad * ctx.scale + grad
+    x, weight, bias = ctx.saved_tensors
+    grad_v = _grad_v(ctx, grad, x, weight, bias)
     n, k = weight.shape
     grad_x = grad_w = grad_b = None
     if ctx.needs_input_grad[0]:
@@ -219,7 +299,10 @@ def _backward(ctx, grad):
         grad_w = grad_v.reshape(-1, n).T @ x.reshape(-1, k)
     if ctx.needs_input_grad[2]:
         grad_b = grad_v.reshape(-1, n).sum(0)
-    return grad_x, grad_w, grad_b, None, None, None
+    # Traced calls may leave the defaulted arguments out: one gradient per input given.
+    needs = ctx.needs_input_grad
+    grad_c = grad * ctx.beta if len(needs) > 7 and needs[7] else None
+    return (grad_x, grad_w, grad_b, None, None, None, None, grad_c, None)[: len(needs)]
 
 
 _fused_linear_op.register_autograd(_backward, setup_context=_setup_context)
@@ -229,41 +312,52 @@ def fused_linear(
     x: Tensor,
     weight: Tensor,
     bias: Optional[Tensor],
-    scale: float,
+    scale: Optional[float] = None,
     precision: str = "tf32",
     *,
+    activation: Optional[str] = None,
+    residual: Optional[Tensor] = None,
+    beta: float = 1.0,
     out: Optional[Tensor] = None,
 ) -> Tensor:
-    """``v*scale + v`` with ``v = F.linear(x, weight, bias)``, in one kernel. With ``out`` the
-    result is written there (no autograd); else it is the op ``gemm_epilogue::fused_linear``."""
+    """``f(v) + beta * residual`` with ``v = F.linear(x, weight, bias)``, in one kernel: ``f`` is
+    the seed's ``v*scale + v`` given ``scale``, ``activation`` (:data:`ACTIVATIONS`) given that,
+    else ``v``; ``residual`` (the result's shape) is optional. With ``out`` the result is written
+    there (no autograd), and ``residual=out`` updates it in place; else it is the op
+    ``gemm_epilogue::fused_linear``."""
+    act, s = _epilogue(scale, activation)
     if out is not None:
-        if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)):
+        tensors = (x, weight, bias, residual)
+        if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
             raise GemmEpilogueError("out=: no autograd through a preallocated output (use torch.no_grad())")
-        return _run(x, weight, bias, scale, precision, None, out)
-    return torch.ops.gemm_epilogue.fused_linear(x, weight, bias, float(scale), precision, None)
+        return _run(x, weight, bias, s, precision, None, out, act, residual, beta)
+    return torch.ops.gemm_epilogue.fused_linear(x, weight, bias, s, precision, None, act, residual, float(beta))
 
 
 class FusedLinear(nn.Module):
-    """``nn.Linear(in_features, out_features, bias)`` followed by ``y*scale + y.clone()``, in one
-    kernel (module docs). ``precision``: ``"tf32"`` (default), ``"tf32x3"`` or
-    ``"tf32-truncated"`` (:data:`gemm_epilogue.PRECISIONS`)."""
+    """``nn.Linear(in_features, out_features, bias)`` followed by ``y*scale + y.clone()`` (given
+    ``scale``), by ``activation(y)`` (given an :data:`ACTIVATIONS` name), or by nothing, in one
+    kernel (module docs); ``forward(x, residual, beta)`` adds ``beta * residual``.
+    ``precision``: ``"tf32"`` (default), ``"tf32x3"`` or ``"tf32-truncated"``
+    (:data:`gemm_epilogue.PRECISIONS`)."""
 
     def __init__(
         self,
         in_features: int,
         out_features: int,
-        scale: float,
+        scale: Optional[float] = None,
         bias: bool = True,
         precision: str = "tf32",
         device=None,
         dtype=None,
+        activation: Optional[str] = None,
     ) -> None:
         super().__init__()
         _check_precision(precision)
         factory = {"device": device, "dtype": dtype}
         self.in_features = in_features
         self.out_features = out_features
-        self.scale = float(scale)
+        self._set_epilogue(scale, activation)
         self.precision = precision
         self.weight = nn.Parameter(torch.empty((out_features, in_features), **factory))
         if bias:
@@ -283,14 +377,23 @@ class FusedLinear(nn.Module):
             bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
             nn.init.uniform_(self.bias, -bound, bound)
 
+    def _set_epilogue(self, scale: Optional[float], activation: Optional[str]) -> None:
+        self._activation, self._scale = _epilogue(scale, activation)
+        self.scale = None if scale is None else float(scale)
+        self.activation = activation
+        self._epi = (_code(self._activation), self._scale, None, 1.0)  # the native call's form
+
     @classmethod
-    def from_linear(cls, linear: nn.Linear, scale: float, precision: str = "tf32") -> "FusedLinear":
+    def from_linear(
+        cls, linear: nn.Linear, scale: Optional[float] = None, precision: str = "tf32", activation: Optional[str] = None
+    ) -> "FusedLinear":
         """A ``FusedLinear`` over ``linear``'s own parameters (shared, not copied)."""
         fused = cls.__new__(cls)
         nn.Module.__init__(fused)
         _check_precision(precision)
         fused.in_features, fused.out_features = linear.in_features, linear.out_features
-        fused.scale, fused.precision = float(scale), precision
+        fused._set_epilogue(scale, activation)
+        fused.precision = precision
         fused.weight = linear.weight
         if linear.bias is not None:
             fused.bias = linear.bias
@@ -352,7 +455,7 @@ class FusedLinear(nn.Module):
                 or (bias.is_cuda and bias.dtype is torch.float32 and bias.get_device() == index and bias.dim() == 1 and bias.shape[0] == n and (n <= 1 or bias.stride(0) == 1))
             )
         ):
-            return _run(x, self.weight, bias, self.scale, self.precision, prepared)
+            return _run(x, self.weight, bias, self._scale, self.precision, prepared, None, self._activation)
         rows = x.shape[0]
         ld = x.stride(0) if rows > 1 and x.stride(0) > k else k
         xm = (x.data_ptr(), rows, k, ld, (rows - 1) * ld + k if rows and k else 0)
@@ -361,30 +464,39 @@ class FusedLinear(nn.Module):
         stream = _current_raw_stream(index)
         b = None if bias is None else (bias.data_ptr(), n)
         om = (out.data_ptr(), rows, n, n, rows * n)
-        _, ws_len = gemm.run_if_no_workspace(stream, xm, w, True, b, self.scale, om)
+        epi = self._epi
+        _, ws_len = gemm.run_if_no_workspace(stream, xm, w, True, b, epi, om)
         if ws_len:
             ws = x.new_empty(ws_len)
-            gemm.run(stream, xm, w, True, b, self.scale, om, (ws.data_ptr(), ws_len))
+            gemm.run(stream, xm, w, True, b, epi, om, (ws.data_ptr(), ws_len))
         return out
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, residual: Optional[Tensor] = None, beta: float = 1.0) -> Tensor:
+        """``f(linear(x))``, plus ``beta * residual`` when given (the result's shape)."""
+        act, s = self._activation, self._scale
         if torch.compiler.is_compiling():
             # Traced: W as it is (the kernel rounds it on load, or splits it into the workspace).
-            return torch.ops.gemm_epilogue.fused_linear(x, self.weight, self.bias, self.scale, self.precision, None)
+            op = torch.ops.gemm_epilogue.fused_linear
+            return op(x, self.weight, self.bias, s, self.precision, None, act, residual, float(beta))
         prepared = self._prepared_weight()
         bias = self.bias
         needs_grad = torch.is_grad_enabled() and (
-            x.requires_grad or self.weight.requires_grad or (bias is not None and bias.requires_grad)
+            x.requires_grad
+            or self.weight.requires_grad
+            or (bias is not None and bias.requires_grad)
+            or (residual is not None and residual.requires_grad)
         )
         if needs_grad:
-            return torch.ops.gemm_epilogue.fused_linear(x, self.weight, self.bias, self.scale, self.precision, prepared)
+            op = torch.ops.gemm_epilogue.fused_linear
+            return op(x, self.weight, self.bias, s, self.precision, prepared, act, residual, float(beta))
         # Inference: the kernel without the dispatcher's and autograd's per-call cost.
-        if prepared is None:
-            return _run(x, self.weight, bias, self.scale, self.precision, None)
+        if prepared is None or residual is not None:
+            return _run(x, self.weight, bias, s, self.precision, prepared, None, act, residual, beta)
         return self._infer(x, prepared)
 
     def extra_repr(self) -> str:
+        form = f"scale={self.scale}" if self.scale is not None else f"activation={self.activation!r}"
         return (
-            f"in_features={self.in_features}, out_features={self.out_features}, scale={self.scale}, "
+            f"in_features={self.in_features}, out_features={self.out_features}, {form}, "
             f"bias={self.bias is not None}, precision={self.precision!r}"
         )

@@ -1,5 +1,5 @@
-//! `gemm_epilogue._native`: the crate's raw entry (`run_raw`, `run_raw_prepared`,
-//! `prepare_weight_raw`) for Python, with tensors passed as (address, rows, cols, row stride,
+//! `gemm_epilogue._native`: the crate's raw entry (`run_raw_gemm`, `prepare_weight_raw`) for
+//! Python, with tensors passed as (address, rows, cols, row stride,
 //! elements available) and streams as `cudaStream_t` integers. Private to the package:
 //! `gemm_epilogue.torch` is the API, and it is what vouches for the addresses (live tensors of
 //! the handle's device, queued on the stream given) — the crate still checks every one against
@@ -7,7 +7,10 @@
 
 use std::ffi::c_void;
 
-use gemm_epilogue::{cuda_context, FusedGemm, Precision, RawBuffer, RawMatrix, RawPreparedWeight};
+use gemm_epilogue::{
+    cuda_context, Activation, Epilogue, FusedGemm, Precision, RawBuffer, RawGemm, RawMatrix, RawPreparedWeight,
+    RawWeight,
+};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -45,6 +48,28 @@ fn matrix((ptr, rows, cols, ld, len): Matrix) -> RawMatrix {
 
 fn buffer((ptr, len): Buffer) -> RawBuffer {
     RawBuffer { ptr, len }
+}
+
+/// (activation code, scale, residual C or `None`, β): the header's `GE_ACTIVATION_*` code (the
+/// scale is `GE_ACTIVATION_SCALE_ADD`'s), and C as a matrix (`out`'s own address and stride: the
+/// in-place residual).
+type EpilogueArgs = (i32, f32, Option<Matrix>, f32);
+
+fn epilogue((code, scale, residual, beta): EpilogueArgs) -> PyResult<Epilogue<RawMatrix>> {
+    let activation = match code {
+        0 => Activation::ScaleAdd(scale),
+        1 => Activation::Identity,
+        2 => Activation::Relu,
+        3 => Activation::Gelu,
+        4 => Activation::GeluTanh,
+        5 => Activation::Silu,
+        _ => return Err(PyValueError::new_err(format!("activation code {code}: 0 to 5"))),
+    };
+    let e = Epilogue::activation(activation);
+    Ok(match residual {
+        Some(c) => e.with_residual(matrix(c), beta),
+        None => e,
+    })
 }
 
 /// A handle of one device and one precision: the kernels loaded once into the device's primary
@@ -111,10 +136,10 @@ impl Gemm {
         Ok(())
     }
 
-    /// `out = v·scale + v`, `v = x·wᵀ + bias`, queued on `stream`; returns the kernel's name
-    /// (`None`: M or N is 0).
+    /// `out = f(v) + β·C`, `v = x·wᵀ + bias`, queued on `stream` (`epilogue`: [`EpilogueArgs`]);
+    /// returns the kernel's name (`None`: M or N is 0).
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (stream, x, w, prepared, bias, scale, out, workspace))]
+    #[pyo3(signature = (stream, x, w, prepared, bias, epilogue, out, workspace))]
     fn run(
         &self,
         stream: usize,
@@ -122,22 +147,22 @@ impl Gemm {
         w: Matrix,
         prepared: bool,
         bias: Option<Buffer>,
-        scale: f32,
+        epilogue: EpilogueArgs,
         out: Matrix,
         workspace: Option<Buffer>,
     ) -> PyResult<Option<String>> {
         let stream = stream as *mut c_void;
-        let (x, w, out) = (matrix(x), matrix(w), matrix(out));
+        let (x, out) = (matrix(x), matrix(out));
         let (bias, workspace) = (bias.map(buffer), workspace.map(buffer));
+        let epilogue = self::epilogue(epilogue)?;
+        let prepared_w = if prepared { Some(self.prepared(matrix(w))?) } else { None };
+        let w = match &prepared_w {
+            Some(p) => RawWeight::Prepared(p),
+            None => RawWeight::Matrix(matrix(w)),
+        };
+        let gemm = RawGemm { x, w, bias, epilogue, out, workspace };
         // SAFETY: as in prepare_weight; a prepared W as `prepared` says.
-        let plan = unsafe {
-            if prepared {
-                self.gemm.run_raw_prepared(stream, x, &self.prepared(w)?, bias, scale, out, workspace)
-            } else {
-                self.gemm.run_raw(stream, x, w, bias, scale, out, workspace)
-            }
-        }
-        .map_err(err)?;
+        let plan = unsafe { self.gemm.run_raw_gemm(stream, &gemm) }.map_err(err)?;
         Ok(plan.map(|p| p.kernel.name().to_string()))
     }
 
@@ -145,7 +170,7 @@ impl Gemm {
     /// elements it needs are returned, for `run` with one: (kernel name or `None`, elements).
     /// One crossing from Python for the calls that need no workspace.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (stream, x, w, prepared, bias, scale, out))]
+    #[pyo3(signature = (stream, x, w, prepared, bias, epilogue, out))]
     fn run_if_no_workspace(
         &self,
         stream: usize,
@@ -153,14 +178,14 @@ impl Gemm {
         w: Matrix,
         prepared: bool,
         bias: Option<Buffer>,
-        scale: f32,
+        epilogue: EpilogueArgs,
         out: Matrix,
     ) -> PyResult<(Option<String>, usize)> {
         let needed = self.workspace_len(x, w, prepared)?;
         if needed > 0 {
             return Ok((None, needed));
         }
-        Ok((self.run(stream, x, w, prepared, bias, scale, out, None)?, 0))
+        Ok((self.run(stream, x, w, prepared, bias, epilogue, out, None)?, 0))
     }
 }
 
