@@ -101,6 +101,34 @@ struct ActivationResidual : BiasScaleResidual {
         }
     }
 
+    // body(f) with f the launch's activation as a function object: one uniform branch, and
+    // body's code instantiated once per activation, each inlined straight (the sm_90 epilogue's
+    // box loop, where a call per element would cost more than the activation).
+    template <class Body>
+    __device__ __forceinline__ void with_activation(Body &&body) const {
+        switch (activation) {
+            case GE_ACTIVATION_SCALE_ADD: {
+                const float s = scale;
+                body([s](float v) { return scale_add(v, s); });
+                break;
+            }
+            case GE_ACTIVATION_RELU:
+                body([](float v) { return relu(v); });
+                break;
+            case GE_ACTIVATION_GELU:
+                body([](float v) { return gelu_erf(v); });
+                break;
+            case GE_ACTIVATION_GELU_TANH:
+                body([](float v) { return gelu_tanh(v); });
+                break;
+            case GE_ACTIVATION_SILU:
+                body([](float v) { return silu(v); });
+                break;
+            default:  // GE_ACTIVATION_IDENTITY
+                body([](float v) { return v; });
+        }
+    }
+
     // activate() as a call: for the paths whose accumulators are already dead (in shared
     // memory) when it runs, where one out-of-line copy of the activations keeps them out of the
     // kernel's body (the mma.sync kernels inline their epilogue at two sites, and nvcc's and
@@ -122,9 +150,7 @@ struct ActivationResidual : BiasScaleResidual {
         return add_source(activate_call(v), source ? *source_at(row, col) : 0.0f);
     }
 
-    __device__ __forceinline__ float add_source(float y, float c) const {
-        return source ? __fmaf_rn(beta, c, y) : y;
-    }
+    __device__ __forceinline__ float add_source(float y, float c) const { return source ? __fmaf_rn(beta, c, y) : y; }
 };
 
 }  // namespace ge::epilogue

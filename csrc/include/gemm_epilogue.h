@@ -35,8 +35,8 @@
 typedef struct GeEpilogue {
     const float *source; /* C, or NULL: no residual (out = f(v))                         */
     int64_t ldc;
-    float scale; /* GE_ACTIVATION_SCALE_ADD's s; any value, NaN and Inf included          */
-    float beta;  /* C's factor                                                            */
+    float scale;        /* GE_ACTIVATION_SCALE_ADD's s; any value, NaN and Inf included          */
+    float beta;         /* C's factor                                                            */
     int32_t activation; /* GE_ACTIVATION_*                                               */
 } GeEpilogue;
 

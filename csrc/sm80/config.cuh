@@ -27,7 +27,7 @@ template <int TILE_M_, int TILE_N_, int TILE_K_,  // CTA tile
           int WARP_M_, int WARP_N_,               // warp tile
           int STAGES_,                            // cp.async pipeline depth
           OperandAccess ACCESS_, Precision PRECISION_, EpilogueStore STORE_,
-          int GROUP_M_ = 8,                               // raster group height (tiles) for L2 reuse
+          int GROUP_M_ = 8,                                // raster group height (tiles) for L2 reuse
           class EPILOGUE_ = epilogue::ActivationResidual>  // applied to each accumulator
 struct KernelConfig {
     static constexpr int TILE_M = TILE_M_;

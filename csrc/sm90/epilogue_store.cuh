@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "../common/ptx_sm80.cuh"
 #include "../include/gemm_epilogue.h"
 #include "ptx.cuh"
 #include "smem_layout.cuh"
@@ -69,14 +68,43 @@ __device__ __forceinline__ int swizzled_box_offset(int row, int col) {
     return row * 128 + (((col / 4) ^ (row % 8)) * 16) + (col % 4) * 4;
 }
 
+// finish() down one lane's column of a box holding v (box column `lane`, out column `col`, rows
+// top..top+15): f applied to each, C added, the result written back into the box (tma) or
+// stored. Unrolled eight rows at a time: C's loads all in flight at once, and few registers
+// beside the accumulators the caller keeps live.
+template <class Epilogue, class F>
+__device__ __forceinline__ void finish_box_column(const Epilogue &epi, F f, const GeProblem &prob, uint8_t *box,
+                                                  int top, int col, int lane, bool tma) {
+    constexpr int kStep = 8;
+    const bool col_in = col < prob.n;
+#pragma unroll
+    for (int r0 = 0; r0 < kStoreBoxRows; r0 += kStep) {
+        float c[kStep];
+#pragma unroll
+        for (int r = 0; r < kStep; ++r) {
+            const bool in = epi.source && col_in && top + r0 + r < prob.m;
+            c[r] = in ? *epi.source_at(top + r0 + r, col) : 0.0f;
+        }
+#pragma unroll
+        for (int r = 0; r < kStep; ++r) {
+            float *at = reinterpret_cast<float *>(box + swizzled_box_offset(r0 + r, lane));
+            const float y = epi.add_source(f(*at), c[r]);
+            if (tma)
+                *at = y;
+            else if (col_in && top + r0 + r < prob.m)
+                prob.out[static_cast<int64_t>(top + r0 + r) * prob.ldo + col] = y;
+        }
+    }
+}
+
 // Every form but the seed's (ActivationResidual::is_seed()), one warp at a time as in
-// store_tile_tma: for each atom and STORE_BOX_COLS-wide slice the warp writes v into its first
-// box buffer, its lanes copy C's 16 x 32 values into the second (cp.async, all in flight at
-// once), and then each lane runs finish() down its column in a rolled loop (C read along out's
-// rows; the loops over boxes and rows rolled, so the activations' code appears once). With
-// store_tma the results go back into the box and its lane 0 TMA-stores it; else each lane
-// stores its column, coalesced along the rows. C may be out: each element of it is read before
-// this warp writes that element, and no other warp or CTA writes it.
+// store_tile_tma: for each atom and STORE_BOX_COLS-wide slice the warp writes v into one of its
+// box buffers, and then each lane runs finish() down its column (finish_box_column; C read
+// along out's rows, coalesced). With store_tma the results go back into the box and its lane 0
+// TMA-stores it; else each lane stores its column. The loop over boxes is rolled and the
+// activation chosen once around it, so its code appears once per activation. C may be out:
+// each element of it is read before this warp writes that element, and no other warp or CTA
+// writes it.
 template <class Cfg>
 __device__ __forceinline__ void store_tile_general(const GeSm90Params &p, float *boxes, int m0, int n0,
                                                    const float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM],
@@ -87,65 +115,46 @@ __device__ __forceinline__ void store_tile_general(const GeSm90Params &p, float 
     constexpr int kGroups = kStoreBoxCols / 8;
     constexpr int kSlices = Cfg::WGMMA_N / kStoreBoxCols;
     static_assert(kStoreBoxRows == 16 && kStoreBoxCols == 32, "a lane per box column, 16 rows");
-    static_assert(kWarpBufs >= 2, "a box for v and one for C per warp");
+    static_assert(kWarpBufs >= 1, "epilogue staging smaller than one box per warp");
     const GeProblem &prob = p.problem;
     const auto epi = Cfg::Epilogue::from(prob);
     const bool tma = p.store_tma;
     const int quad = lane % 4;
-    float *box = boxes + warp * kWarpBufs * kBoxFloats;
-    float *c_box = box + kBoxFloats;  // row-major 16 x 32: lane l's column is bank l
-    // One rolled loop over the boxes, so that finish()'s code appears once per kernel; only
-    // writing v needs the box's (atom, slice) at compile time, picked by a uniform branch.
+    float *own = boxes + warp * kWarpBufs * kBoxFloats;
+    epi.with_activation([&](auto f) {
 #pragma unroll 1
-    for (int b = 0; b < Cfg::M_ATOMS * kSlices; ++b) {
-        const int ma = b / kSlices, q = b % kSlices;
-        const int top = m0 + ma * Cfg::WGMMA_M + warp * kStoreBoxRows;  // the box's first row in out
-        const int col = n0 + q * kStoreBoxCols + lane;                  // this lane's column in out
-        if (tma && lane == 0) ptx::bulk_wait_group_read<0>();           // the last box's store read it
-        __syncwarp();
-        if (epi.source) {
-            const uint32_t c_addr = static_cast<uint32_t>(__cvta_generic_to_shared(c_box + lane));
+        for (int b = 0; b < Cfg::M_ATOMS * kSlices; ++b) {
+            const int ma = b / kSlices, q = b % kSlices;
+            const int top = m0 + ma * Cfg::WGMMA_M + warp * kStoreBoxRows;  // the box's first row in out
+            uint8_t *box = reinterpret_cast<uint8_t *>(own + (b % kWarpBufs) * kBoxFloats);
+            if (tma && lane == 0) ptx::bulk_wait_group_read<kWarpBufs - 1>();  // that buffer's last store read it
+            __syncwarp();
+            // v into the box: only this needs the box's (atom, slice) at compile time.
+            static_for<Cfg::M_ATOMS * kSlices>([&](auto bc) {
+                constexpr int kBox = decltype(bc)::value;
+                if (b != kBox) return;
+                static_for<kGroups>([&](auto gc) {
+                    constexpr int g = decltype(gc)::value;
+                    constexpr int i = (kBox % kSlices) * kGroups + g;  // 8-column group of the fragment
+                    const float2 bv = bias.template pair<i>(quad);
 #pragma unroll
-            for (int r = 0; r < kStoreBoxRows; ++r) {
-                const bool in = top + r < prob.m && col < prob.n;
-                ge::ptx::cp_async_4(c_addr + r * kStoreBoxCols * 4, epi.source_at(in ? top + r : 0, in ? col : 0), in);
-            }
-            ge::ptx::cp_async_commit();
-        }
-        static_for<Cfg::M_ATOMS * kSlices>([&](auto bc) {
-            constexpr int kBox = decltype(bc)::value;
-            if (b != kBox) return;
-            static_for<kGroups>([&](auto gc) {
-                constexpr int g = decltype(gc)::value;
-                constexpr int i = (kBox % kSlices) * kGroups + g;  // 8-column group of the fragment
-                const float2 bv = bias.template pair<i>(quad);
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const float *a = &acc[kBox / kSlices][i * 4 + h * 2];
-                    *reinterpret_cast<float2 *>(reinterpret_cast<uint8_t *>(box) +
-                                                swizzled_box_offset(lane / 4 + h * 8, 8 * g + 2 * quad)) =
-                        make_float2(epi.linear(a[0], bv.x), epi.linear(a[1], bv.y));
-                }
+                    for (int h = 0; h < 2; ++h) {
+                        const float *a = &acc[kBox / kSlices][i * 4 + h * 2];
+                        *reinterpret_cast<float2 *>(box + swizzled_box_offset(lane / 4 + h * 8, 8 * g + 2 * quad)) =
+                            make_float2(epi.linear(a[0], bv.x), epi.linear(a[1], bv.y));
+                    }
+                });
             });
-        });
-        if (epi.source) ge::ptx::cp_async_wait<0>();
-        __syncwarp();
-#pragma unroll 1
-        for (int r = 0; r < kStoreBoxRows; ++r) {
-            float *at = reinterpret_cast<float *>(reinterpret_cast<uint8_t *>(box) + swizzled_box_offset(r, lane));
-            const float y = epi.add_source(epi.activate_call(*at), c_box[r * kStoreBoxCols + lane]);
-            if (tma)
-                *at = y;
-            else if (top + r < prob.m && col < prob.n)
-                prob.out[static_cast<int64_t>(top + r) * prob.ldo + col] = y;
+            __syncwarp();
+            finish_box_column(epi, f, prob, box, top, n0 + q * kStoreBoxCols + lane, lane, tma);
+            if (tma) ptx::fence_proxy_async_smem();  // each writer, before the warp's store may read
+            __syncwarp();
+            if (tma && lane == 0) {
+                ptx::tma_store_2d(&p.out_map, box, n0 + q * kStoreBoxCols, top);
+                ptx::bulk_commit_group();
+            }
         }
-        if (tma) ptx::fence_proxy_async_smem();  // each writer, before the warp's store may read
-        __syncwarp();
-        if (tma && lane == 0) {
-            ptx::tma_store_2d(&p.out_map, box, n0 + q * kStoreBoxCols, top);
-            ptx::bulk_commit_group();
-        }
-    }
+    });
 }
 
 // Through shared memory, one warp at a time: each warp holds 16 rows of every 64-row wgmma atom
