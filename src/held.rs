@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaView};
 
+use crate::epilogue::{Activation, Epilogue};
 use crate::error::Result;
-use crate::gemm::{FusedGemm, Plan, Weight};
+use crate::gemm::{FusedGemm, Gemm, Plan, Weight};
 use crate::matrix::{MatrixMut, MatrixRef};
 
 /// What the workspace need of a layer's call depends on besides the layer itself (W, rounding,
@@ -55,9 +56,10 @@ impl HeldWorkspace {
         x: &MatrixRef<'_>,
         w: &impl Weight,
         bias: Option<&CudaView<'_, f32>>,
-        scale: f32,
+        activation: Activation,
         out: &mut MatrixMut<'_>,
     ) -> Result<Option<Plan>> {
+        let epilogue = Epilogue::activation(activation);
         let need = match self.sized {
             Some((k, limit, need)) if k == key && limit == gemm.sm_limit() => need,
             _ => {
@@ -67,7 +69,7 @@ impl HeldWorkspace {
             }
         };
         if need == 0 {
-            return gemm.run(stream, x, w, bias, scale, out);
+            return gemm.run_gemm(stream, Gemm { x, w, bias, epilogue, out, workspace: None });
         }
         let buffer = match self.buffer.take() {
             Some(b) if b.len() >= need => b,
@@ -82,6 +84,7 @@ impl HeldWorkspace {
             }
         };
         let buffer = self.buffer.insert(buffer);
-        gemm.run_with_workspace(stream, x, w, bias, scale, out, &mut buffer.slice_mut(0..need))
+        let workspace = Some(&mut buffer.slice_mut(0..need));
+        gemm.run_gemm(stream, Gemm { x, w, bias, epilogue, out, workspace })
     }
 }

@@ -4,9 +4,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use cudarc::driver::{CudaSlice, CudaStream, DeviceSlice};
 
+use crate::epilogue::{Activation, Epilogue};
 use crate::error::{Error, Operand, Result};
 use crate::gemm::validate::MAX_DIM;
-use crate::gemm::{FusedGemm, Plan, PreparedWeight};
+use crate::gemm::{FusedGemm, Gemm, Plan, PreparedWeight};
 use crate::held::{CallKey, HeldWorkspace};
 use crate::matrix::{MatrixMut, MatrixRef};
 
@@ -30,6 +31,7 @@ pub struct Linear {
     in_features: usize,
     out_features: usize,
     scale: f32,
+    activation: Activation,
     workspace: Mutex<HeldWorkspace>,
 }
 
@@ -74,7 +76,18 @@ impl Linear {
         }
         let prepared =
             gemm.prepare_weight(weight.stream(), &MatrixRef::from_slice(&weight, out_features, in_features))?;
-        Ok(Self { gemm, weight, prepared, bias, in_features, out_features, scale, workspace: Mutex::default() })
+        let activation = Activation::ScaleAdd(scale);
+        Ok(Self {
+            gemm,
+            weight,
+            prepared,
+            bias,
+            in_features,
+            out_features,
+            scale,
+            activation,
+            workspace: Mutex::default(),
+        })
     }
 
     /// Input width K.
@@ -85,9 +98,24 @@ impl Linear {
     pub fn out_features(&self) -> usize {
         self.out_features
     }
-    /// The scale `s`.
+    /// The scale `s` the layer was made with (its epilogue's unless [`Linear::with_activation`]
+    /// chose another).
     pub fn scale(&self) -> f32 {
         self.scale
+    }
+
+    /// The layer with another epilogue: `f(v)` for `f` = `activation` in place of `v·s + v`
+    /// (e.g. [`Activation::Gelu`] for a transformer MLP's first Linear; [`Activation::Identity`]
+    /// for plain `F.linear`). A residual input takes [`FusedGemm::run_gemm`] with the layer's
+    /// [`Linear::prepared_weight`].
+    pub fn with_activation(self, activation: Activation) -> Self {
+        Self { activation, ..self }
+    }
+
+    /// `f` of the layer's `out = f(v)`: [`Activation::ScaleAdd`] of [`Linear::scale`] unless
+    /// [`Linear::with_activation`] chose another.
+    pub fn activation(&self) -> Activation {
+        self.activation
     }
     /// The weight, out_features × in_features.
     pub fn weight(&self) -> &CudaSlice<f32> {
@@ -152,7 +180,7 @@ impl Linear {
         let bias = self.bias.as_ref().map(|b| b.as_view());
         // A whole allocation: x starts 256-byte aligned.
         let key = CallKey { rows, ld: self.in_features, offset_mod_4: 0 };
-        self.held().run(&self.gemm, &stream, key, &x, &self.prepared, bias.as_ref(), self.scale, &mut out_view)?;
+        self.held().run(&self.gemm, &stream, key, &x, &self.prepared, bias.as_ref(), self.activation, &mut out_view)?;
         Ok(Some(out))
     }
 
@@ -165,7 +193,9 @@ impl Linear {
         out: &mut MatrixMut<'_>,
     ) -> Result<Option<Plan>> {
         let bias = self.bias.as_ref().map(|b| b.as_view());
-        self.gemm.run(stream, x, &self.prepared, bias.as_ref(), self.scale, out)
+        let epilogue = Epilogue::activation(self.activation);
+        let bias = bias.as_ref();
+        self.gemm.run_gemm(stream, Gemm { x, w: &self.prepared, bias, epilogue, out, workspace: None })
     }
 
     /// [`Linear::forward_into`] with the workspace `forward` uses (the layer's own, grown if
@@ -182,7 +212,7 @@ impl Linear {
     ) -> Result<Option<Plan>> {
         let key = CallKey { rows: x.rows(), ld: x.ld(), offset_mod_4: x.offset_mod_4(stream) };
         let bias = self.bias.as_ref().map(|b| b.as_view());
-        self.held().run(gemm, stream, key, x, &self.prepared, bias.as_ref(), self.scale, out)
+        self.held().run(gemm, stream, key, x, &self.prepared, bias.as_ref(), self.activation, out)
     }
 
     /// The handle the layer runs with.

@@ -50,6 +50,7 @@ pub struct FusedLinear {
     bias: Option<Tensor>,
     prepared: PreparedWeight,
     scale: f32,
+    activation: crate::Activation,
     workspace: Mutex<HeldWorkspace>,
 }
 
@@ -137,7 +138,8 @@ impl FusedLinear {
         let prepared =
             gemm.prepare_weight(&device.cuda_stream(), &MatrixRef::with_ld(view, n, k, ld)).map_err(candle_error)?;
         drop(storage);
-        Ok(Self { gemm, weight, bias, prepared, scale, workspace: Mutex::default() })
+        let activation = crate::Activation::ScaleAdd(scale);
+        Ok(Self { gemm, weight, bias, prepared, scale, activation, workspace: Mutex::default() })
     }
 
     /// Input width K.
@@ -148,9 +150,22 @@ impl FusedLinear {
     pub fn out_features(&self) -> usize {
         self.prepared.rows()
     }
-    /// The scale `s`.
+    /// The scale `s` the layer was made with (its epilogue's unless
+    /// [`FusedLinear::with_activation`] chose another).
     pub fn scale(&self) -> f32 {
         self.scale
+    }
+
+    /// The layer with another epilogue: `f(v)` for `f` = `activation` in place of `v·s + v`
+    /// (e.g. [`crate::Activation::Gelu`] for a BERT MLP's first Linear, `candle_nn::Activation::
+    /// GeluPytorchTanh`'s counterpart being [`crate::Activation::GeluTanh`]).
+    pub fn with_activation(self, activation: crate::Activation) -> Self {
+        Self { activation, ..self }
+    }
+
+    /// `f` of the layer's `out = f(v)`.
+    pub fn activation(&self) -> crate::Activation {
+        self.activation
     }
     /// The weight tensor, out_features × in_features.
     pub fn weight(&self) -> &Tensor {

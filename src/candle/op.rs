@@ -62,7 +62,7 @@ impl FusedLinearOp<'_> {
                 &x_matrix,
                 &layer.prepared,
                 bias_view.as_ref(),
-                layer.scale,
+                layer.activation,
                 &mut out_matrix,
             )
             .map_err(candle_error)?;

@@ -190,7 +190,7 @@ impl ShardedLinear {
                 None => None,
                 Some((w, b)) => {
                     let gemm = FusedGemm::new(stream.context())?.with_precision(layer.gemm().precision());
-                    Some(Linear::new(gemm, w, b, k, cols.len(), layer.scale())?)
+                    Some(Linear::new(gemm, w, b, k, cols.len(), layer.scale())?.with_activation(layer.activation()))
                 }
             };
             shards.push(Shard { compute: stream.clone(), columns: cols, linear });
@@ -223,8 +223,12 @@ impl ShardedLinear {
                     found: shard.in_features(),
                 });
             }
-            if shard.scale().to_bits() != scale.to_bits() || shard.gemm().precision() != precision {
-                return Err(Error::InvalidDevices { reason: "the shards differ in scale or precision" });
+            let same_form = match (shard.activation(), first.activation()) {
+                (crate::Activation::ScaleAdd(a), crate::Activation::ScaleAdd(b)) => a.to_bits() == b.to_bits(),
+                (a, b) => a == b,
+            };
+            if shard.scale().to_bits() != scale.to_bits() || !same_form || shard.gemm().precision() != precision {
+                return Err(Error::InvalidDevices { reason: "the shards differ in scale, epilogue or precision" });
             }
         }
         let widths: Vec<usize> = shards.iter().map(Linear::out_features).collect();
