@@ -15,6 +15,10 @@
 //! workspace it asks for, through `run` without one (no stream-K or split-K: the plan then
 //! shares no tile), or both ways, so that a stream-K tail can be raced against none. A call that
 //! cannot run without a workspace (X to repack) stops the race with its error.
+//! `GEMM_EPILOGUE_RACE_FORMS=seed,identity,relu,gelu,gelu_tanh,silu,residual` (default `seed`):
+//! each kernel runs each epilogue form (`residual`: `v + C`, C a fresh M × N matrix), so that a
+//! form's cost is a ratio to the seed form's on the same kernel and shape, interleaved; the error
+//! column is then against that form's f64 reference.
 
 use std::num::NonZeroU32;
 use std::process::ExitCode;
@@ -22,7 +26,9 @@ use std::process::ExitCode;
 use gemm_epilogue::cudarc::driver::CudaSlice;
 use gemm_epilogue::testbed::reference::{self, HostMatrix, SplitMix64 as Rng};
 use gemm_epilogue::testbed::{self, timing};
-use gemm_epilogue::{cuda_context, Dispatch, FusedGemm, Kernel, MatrixMut, MatrixRef, PreparedWeight};
+use gemm_epilogue::{
+    cuda_context, Activation, Dispatch, Epilogue, FusedGemm, Gemm, Kernel, MatrixMut, MatrixRef, PreparedWeight,
+};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -57,19 +63,26 @@ fn main() -> ExitCode {
         Ok("both") => Some(&[true, false]),
         Ok(_) => None,
     };
-    let (Some(shapes), Some(kernels), Some(limits), Some(sample_ms), Some(rounds), Some(workspaces)) =
-        (shapes, kernels, limits, sample_ms, rounds, workspaces)
+    let forms: Option<Vec<Form>> = match std::env::var("GEMM_EPILOGUE_RACE_FORMS") {
+        Ok(v) => v.split(',').map(|f| Form::parse(f.trim())).collect(),
+        Err(_) => Some(vec![Form::SEED]),
+    };
+    let (Some(shapes), Some(kernels), Some(limits), Some(sample_ms), Some(rounds), Some(workspaces), Some(forms)) =
+        (shapes, kernels, limits, sample_ms, rounds, workspaces, forms)
     else {
-        eprintln!("bad shape, kernel name, GEMM_EPILOGUE_SM_LIMITS, GEMM_EPILOGUE_SAMPLE_MS, GEMM_EPILOGUE_RACE_ROUNDS or GEMM_EPILOGUE_RACE_WORKSPACE");
+        eprintln!("bad shape, kernel name, GEMM_EPILOGUE_SM_LIMITS, GEMM_EPILOGUE_SAMPLE_MS, GEMM_EPILOGUE_RACE_ROUNDS, GEMM_EPILOGUE_RACE_WORKSPACE or GEMM_EPILOGUE_RACE_FORMS");
         return ExitCode::from(2);
     };
     let timing = Samples { ms: sample_ms, rounds };
     let kernels: Vec<Racer> = kernels
         .iter()
         .flat_map(|&kernel| {
-            limits
-                .iter()
-                .flat_map(move |&limit| workspaces.iter().map(move |&workspace| Racer { kernel, limit, workspace }))
+            let forms = &forms;
+            limits.iter().flat_map(move |&limit| {
+                workspaces
+                    .iter()
+                    .flat_map(move |&workspace| forms.iter().map(move |&form| Racer { kernel, limit, workspace, form }))
+            })
         })
         .collect();
     let ctx = match cuda_context(0) {
@@ -92,12 +105,46 @@ fn main() -> ExitCode {
 const CHECK_ROWS: usize = 16;
 const CHECK_COLS: usize = 32;
 
-/// One row of the race: a kernel forced, under an SM limit (0: none), with or without a workspace.
+/// One row of the race: a kernel forced, under an SM limit (0: none), with or without a
+/// workspace, with one epilogue form.
 #[derive(Clone, Copy)]
 struct Racer {
     kernel: Kernel,
     limit: u32,
     workspace: bool,
+    form: Form,
+}
+
+/// An epilogue form of the race: `f`, and whether `+ C` follows.
+#[derive(Clone, Copy, Debug)]
+struct Form {
+    activation: Activation,
+    residual: bool,
+}
+
+impl Form {
+    const SEED: Form = Form { activation: Activation::ScaleAdd(0.5), residual: false };
+
+    fn parse(name: &str) -> Option<Form> {
+        let activation = match name {
+            "seed" => Activation::ScaleAdd(0.5),
+            "identity" | "residual" => Activation::Identity,
+            "relu" => Activation::Relu,
+            "gelu" => Activation::Gelu,
+            "gelu_tanh" => Activation::GeluTanh,
+            "silu" => Activation::Silu,
+            _ => return None,
+        };
+        Some(Form { activation, residual: name == "residual" })
+    }
+
+    fn name(self) -> String {
+        match (self.activation, self.residual) {
+            (Activation::ScaleAdd(s), _) => format!("v·{s} + v"),
+            (a, false) => format!("{a:?}"),
+            (a, true) => format!("{a:?} + C"),
+        }
+    }
 }
 
 /// How long each sample lasts and how many rounds of them.
@@ -119,7 +166,7 @@ fn race(
         "Interleaved, {} rounds of one sample per kernel, each sample at least {} ms of back-to-back calls; medians.\n",
         timing.rounds, timing.ms
     );
-    println!("| M×N×K | kernel | SM limit | precision | grid, stream-K | median ms | / first | ‖e‖/‖ref‖ vs f64 |\n|---|---|---:|---|---|---:|---:|---:|");
+    println!("| M×N×K | kernel | epilogue | SM limit | precision | grid, stream-K | median ms | / first | ‖e‖/‖ref‖ vs f64 |\n|---|---|---|---:|---|---|---:|---:|---:|");
     let all = kernels;
     for &(m, n, k) in shapes {
         let mut rng = Rng::new((m * 31 + n * 17 + k) as u64);
@@ -149,14 +196,27 @@ fn race(
             };
             setups.push((gemm, pw, ws, None));
         }
-        // One call of a row: with its workspace, or through `run` without one.
-        let call =
-            |gemm: &FusedGemm, pw: &PreparedWeight, ws: &mut Option<CudaSlice<f32>>, o: &mut MatrixMut<'_>| match ws {
-                Some(ws) => {
-                    gemm.run_with_workspace(&stream, &xr, pw, Some(&b.as_view()), 0.5, o, &mut ws.as_view_mut())
-                }
-                None => gemm.run(&stream, &xr, pw, Some(&b.as_view()), 0.5, o),
+        // C for the residual form, fresh data as the operands.
+        let hc: Vec<f32> = (0..m * n).map(|_| rng.sym(1.0)).collect();
+        let c = stream.clone_htod(&hc)?;
+        let cr = MatrixRef::from_slice(&c, m, n);
+        // One call of a row: its form, with its workspace or without one.
+        let call = |gemm: &FusedGemm,
+                    pw: &PreparedWeight,
+                    ws: &mut Option<CudaSlice<f32>>,
+                    form: Form,
+                    o: &mut MatrixMut<'_>| {
+            let epilogue = match form.residual {
+                true => Epilogue::activation(form.activation).with_residual(&cr, 1.0),
+                false => Epilogue::activation(form.activation),
             };
+            let mut ws_view = ws.as_mut().map(|w| w.as_view_mut());
+            let bias = b.as_view();
+            gemm.run_gemm(
+                &stream,
+                Gemm { x: &xr, w: pw, bias: Some(&bias), epilogue, out: o, workspace: ws_view.as_mut() },
+            )
+        };
         let t = timing::interleaved_samples(
             ctx,
             &stream,
@@ -167,7 +227,7 @@ fn race(
             timing.ms,
             |i| {
                 let (gemm, pw, ws, plan) = &mut setups[i];
-                *plan = call(gemm, pw, ws, &mut MatrixMut::from_slice(&mut out, m, n))?;
+                *plan = call(gemm, pw, ws, kernels[i].form, &mut MatrixMut::from_slice(&mut out, m, n))?;
                 Ok(())
             },
         )?;
@@ -175,23 +235,31 @@ fn race(
         let (xm, wm) = (HostMatrix::new(&hx, m, k), HostMatrix::new(&hw, n, k));
         let rows: Vec<usize> = (0..CHECK_ROWS.min(m)).map(|_| rng.below(m)).collect();
         let cols: Vec<usize> = (0..CHECK_COLS.min(n)).map(|_| rng.below(n)).collect();
-        let want: Vec<f64> = rows
+        let v: Vec<f64> = rows
             .iter()
             .flat_map(|&r| cols.iter().map(move |&c| (r, c)))
-            .map(|(r, c)| reference::element(xm, wm, Some(&hb), 0.5, r, c).value)
+            .map(|(r, c)| reference::element(xm, wm, Some(&hb), 0.0, r, c).value)
             .collect();
         let (poison, mut errors) = (vec![f32::NAN; m * n], Vec::new());
-        for (gemm, pw, ws, _) in &mut setups {
+        for (i, (gemm, pw, ws, _)) in setups.iter_mut().enumerate() {
+            let form = kernels[i].form;
+            let epilogue = Epilogue::<()>::activation(form.activation);
+            let epilogue = if form.residual { epilogue.with_residual((), 1.0) } else { epilogue };
+            let want = rows
+                .iter()
+                .flat_map(|&r| cols.iter().map(move |&c| (r, c)))
+                .zip(&v)
+                .map(|((r, c), &v)| epilogue.reference(v, hc[r * n + c] as f64));
             stream.memcpy_htod(&poison, &mut out)?;
-            call(gemm, pw, ws, &mut MatrixMut::from_slice(&mut out, m, n))?;
+            call(gemm, pw, ws, form, &mut MatrixMut::from_slice(&mut out, m, n))?;
             let got: Vec<Vec<f32>> =
                 rows.iter().map(|&r| stream.clone_dtoh(&out.slice(r * n..(r + 1) * n))).collect::<Result<_, _>>()?;
             errors.push(reference::relative_error(
-                got.iter().flat_map(|row| cols.iter().map(move |&c| row[c])).zip(want.iter().copied()),
+                got.iter().flat_map(|row| cols.iter().map(move |&c| row[c])).zip(want),
             ));
         }
         let first = t.median_ms[0];
-        for (i, &Racer { kernel, limit, workspace }) in kernels.iter().enumerate() {
+        for (i, &Racer { kernel, limit, workspace, form }) in kernels.iter().enumerate() {
             let ms = t.median_ms[i];
             let ratio = match (ms, first) {
                 (Some(a), Some(f)) => format!("{:.3}", a / f),
@@ -203,7 +271,8 @@ fn race(
                 format!("{}, {} tiles over {} CTAs{without}", p.grid, p.stream_k_tiles, p.stream_k_ctas)
             });
             println!(
-                "| {m}×{n}×{k} | {kernel:?} | {limit} | {:?} | {plan} | {} | {ratio} | {:.2e} |",
+                "| {m}×{n}×{k} | {kernel:?} | {} | {limit} | {:?} | {plan} | {} | {ratio} | {:.2e} |",
+                form.name(),
                 kernel.precision(),
                 ms.map_or("n/a".into(), |v| format!("{v:.5}")),
                 errors[i]
@@ -218,7 +287,7 @@ fn race(
         sitting_out.dedup();
         for kernel in sitting_out {
             println!(
-                "| {m}×{n}×{k} | {kernel:?} | – | {:?} | not run: M > its {} rows | – | – | – |",
+                "| {m}×{n}×{k} | {kernel:?} | – | – | {:?} | not run: M > its {} rows | – | – | – |",
                 kernel.precision(),
                 kernel.max_m().unwrap_or(0)
             );

@@ -61,10 +61,10 @@ struct BiasScaleResidual {
 //
 // One build serves every form: `activation` and `source` are uniform over the launch, so the
 // branch on them costs no divergence. The kernels keep two store paths: the seed form without a
-// source (is_seed()) applies operator() to the fragments in registers, as it always has; every
-// other form writes v (linear()) to shared memory first and runs finish() there in a rolled
-// loop, so that the activations' code appears once per kernel rather than once per unrolled
-// fragment element, and C is read along out's rows.
+// source (is_seed()) applies operator() to the fragments in registers, unrolled, as it always
+// has; every other form runs in a rolled loop (sm_90: over a lane's rows of each store box, in
+// registers; mma.sync: over the tile staged in shared memory), so that the activations' code
+// appears once per kernel rather than once per accumulator register.
 struct ActivationResidual : BiasScaleResidual {
     const float *source;  // C or nullptr
     int64_t ldc;
@@ -103,7 +103,7 @@ struct ActivationResidual : BiasScaleResidual {
 
     // body(f) with f the launch's activation as a function object: one uniform branch, and
     // body's code instantiated once per activation, each inlined straight (the sm_90 epilogue's
-    // box loop, where a call per element would cost more than the activation).
+    // eight values of a row, where a call per element would cost more than the activation).
     template <class Body>
     __device__ __forceinline__ void with_activation(Body &&body) const {
         switch (activation) {
@@ -150,7 +150,10 @@ struct ActivationResidual : BiasScaleResidual {
         return add_source(activate_call(v), source ? *source_at(row, col) : 0.0f);
     }
 
-    __device__ __forceinline__ float add_source(float y, float c) const { return source ? __fmaf_rn(beta, c, y) : y; }
+    __device__ __forceinline__ float add_source(float y, float c) const { return source ? add_c(y, c) : y; }
+
+    // add_source() where the caller knows there is a source (one uniform test per row, not per element).
+    __device__ __forceinline__ float add_c(float y, float c) const { return __fmaf_rn(beta, c, y); }
 };
 
 }  // namespace ge::epilogue

@@ -40,8 +40,12 @@ __device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Sto
             ptx::named_barrier_sync(Cfg::ORDER_BARRIER + consumer, Cfg::ORDER_BARRIER_THREADS);
 
         // Bias loads issued now, used in the epilogue: their latency hides behind the mainloop.
+        const auto epi = Cfg::Epilogue::from(prob);
         WarpTileBias<Cfg::TILE_N> bias;
-        bias.load(Cfg::Epilogue::from(prob), tile.n0, prob.n, lane);
+        bias.load(epi, tile.n0, prob.n, lane);
+        // C of this consumer's rows, asked into L2 now for the same reason (store_tile_general).
+        const int m0 = tile.m0 + cta_rank * Cfg::TILE_M + row0;
+        if (epi.source) prefetch_source_tile<Cfg>(epi, prob, m0, tile.n0, Cfg::CONSUMER_ROWS, wg_thread);
 
         float acc[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM];
         const uint32_t held_stage = mma_tile<Cfg>(s, pipe, w.kb_end - w.kb_begin, acc, row0, warp, lane);
@@ -57,7 +61,6 @@ __device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Sto
             for (int r = 0; r < Cfg::ACC_PER_ATOM; ++r) ptx::fence_operand(acc[ma][r]);
         if (lane == 0) release_stage<Cfg>(s, held_stage);
 
-        const int m0 = tile.m0 + cta_rank * Cfg::TILE_M + row0;
         if (w.sk_tile >= 0) {
             // Stream-K: this consumer's rows of this CTA's tile, at the same place in every
             // cluster's slot, and its ready word (rank, part) of every cluster's.
@@ -82,7 +85,7 @@ __device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Sto
                 work, w, p.stream_k.partials + in_slot, kSlot, ready, kReady, p.stream_k.launch, &acc[0][0], wg_thread,
                 live, warpgroup_barrier);
         }
-        if (!Cfg::Epilogue::from(prob).is_seed())
+        if (!epi.is_seed())
             store_tile_general<Cfg>(p, s.c[consumer], m0, tile.n0, acc, bias, warp, lane);
         else if (p.store_tma)
             store_tile_tma<Cfg>(p, s.c[consumer], m0, tile.n0, acc, bias, warp, lane);

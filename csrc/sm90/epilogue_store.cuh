@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../common/ptx.cuh"
 #include "../include/gemm_epilogue.h"
 #include "ptx.cuh"
 #include "smem_layout.cuh"
@@ -62,99 +63,190 @@ __device__ __forceinline__ void store_tile(const GeProblem &prob, int m0, int n0
     });
 }
 
-// Byte offset of box element (row, col) in a 128B-swizzled box (the TMA store's layout): its
-// 16-byte chunk col / 4 XOR row % 8, in the box's 128-byte row `row`.
-__device__ __forceinline__ int swizzled_box_offset(int row, int col) {
-    return row * 128 + (((col / 4) ^ (row % 8)) * 16) + (col % 4) * 4;
-}
+// The eight elements a lane holds in one row of a store box: row `row`, columns
+// col0 + 8g + j (g < 4, j < 2, col0 = the box's left column + 2 quad), element 2g + j.
+inline constexpr int kRowValues = 8;
 
-// finish() down one lane's column of a box holding v (box column `lane`, out column `col`, rows
-// top..top+15): f applied to each, C added, the result written back into the box (tma) or
-// stored. Unrolled eight rows at a time: C's loads all in flight at once, and few registers
-// beside the accumulators the caller keeps live.
-template <class Epilogue, class F>
-__device__ __forceinline__ void finish_box_column(const Epilogue &epi, F f, const GeProblem &prob, uint8_t *box,
-                                                  int top, int col, int lane, bool tma) {
-    constexpr int kStep = 8;
-    const bool col_in = col < prob.n;
+// C of those elements into c; 0 outside out. The common case, a row of a box wholly inside out
+// with 8-byte aligned pairs, is four 8-byte loads; plain loads, not the read-only path, since C
+// may be out, which this kernel writes.
+template <class Epilogue>
+__device__ __forceinline__ void load_source_row(const Epilogue &epi, const GeProblem &prob, int row, int col0,
+                                                bool whole_row, float (&c)[kRowValues]) {
+    const float *at = epi.source_at(row, col0);
+    if (row < prob.m && whole_row) {
 #pragma unroll
-    for (int r0 = 0; r0 < kStoreBoxRows; r0 += kStep) {
-        float c[kStep];
-#pragma unroll
-        for (int r = 0; r < kStep; ++r) {
-            const bool in = epi.source && col_in && top + r0 + r < prob.m;
-            c[r] = in ? *epi.source_at(top + r0 + r, col) : 0.0f;
+        for (int g = 0; g < kRowValues / 2; ++g) {
+            const float2 pair = *reinterpret_cast<const float2 *>(at + 8 * g);
+            c[2 * g] = pair.x;
+            c[2 * g + 1] = pair.y;
         }
+    } else {
 #pragma unroll
-        for (int r = 0; r < kStep; ++r) {
-            float *at = reinterpret_cast<float *>(box + swizzled_box_offset(r0 + r, lane));
-            const float y = epi.add_source(f(*at), c[r]);
-            if (tma)
-                *at = y;
-            else if (col_in && top + r0 + r < prob.m)
-                prob.out[static_cast<int64_t>(top + r0 + r) * prob.ldo + col] = y;
+        for (int e = 0; e < kRowValues; ++e) {
+            const int col = col0 + 8 * (e / 2) + e % 2;
+            c[e] = row < prob.m && col < prob.n ? at[col - col0] : 0.0f;
         }
     }
 }
 
-// Every form but the seed's (ActivationResidual::is_seed()), one warp at a time as in
-// store_tile_tma: for each atom and STORE_BOX_COLS-wide slice the warp writes v into one of its
-// box buffers, and then each lane runs finish() down its column (finish_box_column; C read
-// along out's rows, coalesced). With store_tma the results go back into the box and its lane 0
-// TMA-stores it; else each lane stores its column. The loop over boxes is rolled and the
-// activation chosen once around it, so its code appears once per activation. C may be out:
-// each element of it is read before this warp writes that element, and no other warp or CTA
-// writes it.
+// The same elements of out, stored straight from registers (no TMA store: out's layout cannot
+// have a tensor map).
+__device__ __forceinline__ void store_row(const GeProblem &prob, int row, int col0, bool whole_row,
+                                          const float (&v)[kRowValues]) {
+    if (row >= prob.m) return;
+    float *at = prob.out + static_cast<int64_t>(row) * prob.ldo + col0;
+    if (whole_row) {
+#pragma unroll
+        for (int g = 0; g < kRowValues / 2; ++g)
+            *reinterpret_cast<float2 *>(at + 8 * g) = make_float2(v[2 * g], v[2 * g + 1]);
+    } else {
+#pragma unroll
+        for (int e = 0; e < kRowValues; ++e)
+            if (col0 + 8 * (e / 2) + e % 2 < prob.n) at[8 * (e / 2) + e % 2] = v[e];
+    }
+}
+
+// Every form but the seed's (ActivationResidual::is_seed()), in registers like store_tile_tma,
+// one warp at a time. A step is one of the two rows a lane holds in one (atom, STORE_BOX_COLS
+// slice) box: its eight v are gathered from the fragment, f applied, C added, and the results
+// written into the warp's swizzled box (its lane 0 TMA-stores the box after the second row) or
+// stored straight to out. The loop over steps is rolled, so that f's code (erff alone is some 25
+// instructions) appears once per activation and kernel rather than once per accumulator
+// register. C is loaded first, so its latency overlaps the gather and f (and it was prefetched
+// into L2 when the tile started: prefetch_source_tile). C may be out: each element is read by
+// the lane that writes it, before the box holding it is stored.
 template <class Cfg>
 __device__ __forceinline__ void store_tile_general(const GeSm90Params &p, float *boxes, int m0, int n0,
-                                                   const float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM],
+                                                   float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM],
                                                    const WarpTileBias<Cfg::TILE_N> &bias, int warp, int lane) {
     constexpr int kBoxFloats = kStoreBoxRows * kStoreBoxCols;
     constexpr int kWarps = Cfg::WARPGROUP_THREADS / 32;
     constexpr int kWarpBufs = static_cast<int>(kEpilogueFloatsPerConsumer) / (kWarps * kBoxFloats);
-    constexpr int kGroups = kStoreBoxCols / 8;
+    constexpr int kGroups = kStoreBoxCols / 8;  // 8-column fragment groups per box
     constexpr int kSlices = Cfg::WGMMA_N / kStoreBoxCols;
-    static_assert(kStoreBoxRows == 16 && kStoreBoxCols == 32, "a lane per box column, 16 rows");
+    constexpr int kSteps = 2 * Cfg::M_ATOMS * kSlices;
+    static_assert(kStoreBoxRows == 16 && 2 * kGroups == kRowValues, "a lane's row of a box: 8 values");
     static_assert(kWarpBufs >= 1, "epilogue staging smaller than one box per warp");
+    static_assert(kSteps <= 16, "the gather's switch has 16 cases");
     const GeProblem &prob = p.problem;
     const auto epi = Cfg::Epilogue::from(prob);
     const bool tma = p.store_tma;
+    const bool has_c = epi.source != nullptr;
+    // Whether whole rows of a box may take the 8-byte paths (and its columns then lie in out).
+    const bool pairs_c = (epi.ldc % 2 == 0) && ((reinterpret_cast<uintptr_t>(epi.source) & 7) == 0);
+    const bool pairs_out = (prob.ldo % 2 == 0) && ((reinterpret_cast<uintptr_t>(prob.out) & 7) == 0);
     const int quad = lane % 4;
     float *own = boxes + warp * kWarpBufs * kBoxFloats;
-    epi.with_activation([&](auto f) {
+    // v = acc + bias in place first, unrolled: the bias registers are dead before the rolled
+    // loop, which then holds only the accumulators and one row's values (no spills).
+#pragma unroll
+    for (int ma = 0; ma < Cfg::M_ATOMS; ++ma) {
+        static_for<Cfg::WGMMA_N / 8>([&](auto ic) {
+            constexpr int i = decltype(ic)::value;
+            const float2 bv = bias.template pair<i>(quad);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                acc[ma][i * 4 + h * 2] = epi.linear(acc[ma][i * 4 + h * 2], bv.x);
+                acc[ma][i * 4 + h * 2 + 1] = epi.linear(acc[ma][i * 4 + h * 2 + 1], bv.y);
+            }
+        });
+    }
 #pragma unroll 1
-        for (int b = 0; b < Cfg::M_ATOMS * kSlices; ++b) {
-            const int ma = b / kSlices, q = b % kSlices;
-            const int top = m0 + ma * Cfg::WGMMA_M + warp * kStoreBoxRows;  // the box's first row in out
-            uint8_t *box = reinterpret_cast<uint8_t *>(own + (b % kWarpBufs) * kBoxFloats);
+    for (int step = 0; step < kSteps; ++step) {
+        const int b = step / 2, h = step % 2;  // box b, the lane's row lane / 4 + 8h of it
+        const int top = m0 + (b / kSlices) * Cfg::WGMMA_M + warp * kStoreBoxRows;  // the box's first row in out
+        const int left = n0 + (b % kSlices) * kStoreBoxCols;                       // and its first column
+        const int row = top + lane / 4 + 8 * h, col0 = left + 2 * quad;
+        const bool whole_row = left + static_cast<int>(kStoreBoxCols) <= prob.n;
+        uint8_t *box = reinterpret_cast<uint8_t *>(own + (b % kWarpBufs) * kBoxFloats);
+        if (h == 0) {
             if (tma && lane == 0) ptx::bulk_wait_group_read<kWarpBufs - 1>();  // that buffer's last store read it
             __syncwarp();
-            // v into the box: only this needs the box's (atom, slice) at compile time.
-            static_for<Cfg::M_ATOMS * kSlices>([&](auto bc) {
-                constexpr int kBox = decltype(bc)::value;
-                if (b != kBox) return;
-                static_for<kGroups>([&](auto gc) {
-                    constexpr int g = decltype(gc)::value;
-                    constexpr int i = (kBox % kSlices) * kGroups + g;  // 8-column group of the fragment
-                    const float2 bv = bias.template pair<i>(quad);
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        const float *a = &acc[kBox / kSlices][i * 4 + h * 2];
-                        *reinterpret_cast<float2 *>(box + swizzled_box_offset(lane / 4 + h * 8, 8 * g + 2 * quad)) =
-                            make_float2(epi.linear(a[0], bv.x), epi.linear(a[1], bv.y));
-                    }
-                });
-            });
-            __syncwarp();
-            finish_box_column(epi, f, prob, box, top, n0 + q * kStoreBoxCols + lane, lane, tma);
-            if (tma) ptx::fence_proxy_async_smem();  // each writer, before the warp's store may read
-            __syncwarp();
-            if (tma && lane == 0) {
-                ptx::tma_store_2d(&p.out_map, box, n0 + q * kStoreBoxCols, top);
-                ptx::bulk_commit_group();
-            }
         }
-    });
+        float c[kRowValues];
+        if (has_c) load_source_row(epi, prob, row, col0, whole_row && pairs_c, c);
+        // The row's v: the only part that needs the step at compile time (register indices). A
+        // switch, which becomes a few compares and eight moves; an if chain over the steps was
+        // if-converted into one select per step and value.
+        float v[kRowValues];
+        const auto gather = [&](auto sc) {
+            constexpr int kStep = decltype(sc)::value;
+            if constexpr (kStep < kSteps) {
+                constexpr int kAtom = kStep / 2 / kSlices, kFirst = (kStep / 2 % kSlices) * kGroups, kH = kStep % 2;
+#pragma unroll
+                for (int g = 0; g < kGroups; ++g) {
+                    v[2 * g] = acc[kAtom][(kFirst + g) * 4 + kH * 2];
+                    v[2 * g + 1] = acc[kAtom][(kFirst + g) * 4 + kH * 2 + 1];
+                }
+            }
+        };
+        switch (step) {
+#define GE_GATHER_CASE(K)                         \
+    case K:                                       \
+        gather(std::integral_constant<int, K>{}); \
+        break;
+            GE_GATHER_CASE(0)
+            GE_GATHER_CASE(1)
+            GE_GATHER_CASE(2)
+            GE_GATHER_CASE(3)
+            GE_GATHER_CASE(4)
+            GE_GATHER_CASE(5)
+            GE_GATHER_CASE(6)
+            GE_GATHER_CASE(7)
+            GE_GATHER_CASE(8)
+            GE_GATHER_CASE(9)
+            GE_GATHER_CASE(10)
+            GE_GATHER_CASE(11)
+            GE_GATHER_CASE(12)
+            GE_GATHER_CASE(13)
+            GE_GATHER_CASE(14)
+            GE_GATHER_CASE(15)
+#undef GE_GATHER_CASE
+            default:
+                break;
+        }
+        epi.with_activation([&](auto f) {
+#pragma unroll
+            for (int e = 0; e < kRowValues; ++e) v[e] = f(v[e]);
+        });
+        if (has_c) {
+#pragma unroll
+            for (int e = 0; e < kRowValues; ++e) v[e] = epi.add_c(v[e], c[e]);
+        }
+        if (tma) {
+            // Byte offset in the box's 128-byte row: 16-byte chunk (2g + quad/2) XOR (row % 8).
+            uint8_t *at = box + (lane / 4 + 8 * h) * 128 + (quad % 2) * 8;
+#pragma unroll
+            for (int g = 0; g < kGroups; ++g)
+                *reinterpret_cast<float2 *>(at + (((2 * g + quad / 2) ^ (lane / 4)) * 16)) =
+                    make_float2(v[2 * g], v[2 * g + 1]);
+            if (h == 1) {
+                ptx::fence_proxy_async_smem();  // each writer, before the warp's store may read
+                __syncwarp();
+                if (lane == 0) {
+                    ptx::tma_store_2d(&p.out_map, box, left, top);
+                    ptx::bulk_commit_group();
+                }
+            }
+        } else {
+            store_row(prob, row, col0, whole_row && pairs_out, v);
+        }
+    }
+}
+
+// C of a consumer's `rows` x TILE_N part of a tile, asked into L2 when the tile's mainloop
+// starts (one prefetch per 128-byte piece of each row, spread over the warpgroup's threads), so
+// that store_tile_general's loads of it hit L2 instead of waiting on memory while the tensor
+// cores idle (the cooperative kernels run their epilogue between mainloops).
+template <class Cfg, class Epilogue>
+__device__ __forceinline__ void prefetch_source_tile(const Epilogue &epi, const GeProblem &prob, int m0, int n0,
+                                                     int rows, int thread) {
+    constexpr int kPieces = Cfg::TILE_N / 32;  // 32 floats = 128 bytes
+    for (int t = thread; t < rows * kPieces; t += Cfg::WARPGROUP_THREADS) {
+        const int row = m0 + t / kPieces, col = n0 + (t % kPieces) * 32;
+        if (row < prob.m && col < prob.n) ge::ptx::prefetch_l2(epi.source_at(row, col));
+    }
 }
 
 // Through shared memory, one warp at a time: each warp holds 16 rows of every 64-row wgmma atom
