@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaView};
 
-use crate::epilogue::{Activation, Epilogue};
+use crate::epilogue::Epilogue;
 use crate::error::Result;
 use crate::gemm::{FusedGemm, Gemm, Plan, Weight};
 use crate::matrix::{MatrixMut, MatrixRef};
@@ -44,9 +44,10 @@ impl HeldWorkspace {
         self.allocations
     }
 
-    /// Runs the call with the workspace Auto wants for it, growing the held buffer to that
-    /// length first when it is shorter (on `stream`, stream-ordered; the old one is freed
-    /// first). `key` must describe `x` ([`CallKey`]).
+    /// Runs the call `out = f(v) + β·C` (`epilogue`) with the workspace Auto wants for it,
+    /// growing the held buffer to that length first when it is shorter (on `stream`,
+    /// stream-ordered; the old one is freed first). `key` must describe `x` ([`CallKey`]); the
+    /// epilogue, a residual included, does not change the need.
     #[allow(clippy::too_many_arguments)]
     pub fn run(
         &mut self,
@@ -56,10 +57,9 @@ impl HeldWorkspace {
         x: &MatrixRef<'_>,
         w: &impl Weight,
         bias: Option<&CudaView<'_, f32>>,
-        activation: Activation,
+        epilogue: Epilogue<&MatrixRef<'_>>,
         out: &mut MatrixMut<'_>,
     ) -> Result<Option<Plan>> {
-        let epilogue = Epilogue::activation(activation);
         let need = match self.sized {
             Some((k, limit, need)) if k == key && limit == gemm.sm_limit() => need,
             _ => {

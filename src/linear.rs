@@ -106,8 +106,7 @@ impl Linear {
 
     /// The layer with another epilogue: `f(v)` for `f` = `activation` in place of `v·s + v`
     /// (e.g. [`Activation::Gelu`] for a transformer MLP's first Linear; [`Activation::Identity`]
-    /// for plain `F.linear`). A residual input takes [`FusedGemm::run_gemm`] with the layer's
-    /// [`Linear::prepared_weight`].
+    /// for plain `F.linear`). A residual input: [`Linear::forward_with_residual`].
     pub fn with_activation(self, activation: Activation) -> Self {
         Self { activation, ..self }
     }
@@ -156,6 +155,45 @@ impl Linear {
     /// [`Error::Driver`], one whose byte count overflows is [`Error::DimensionTooLarge`]; neither
     /// panics.
     pub fn forward(&self, x: &CudaSlice<f32>, rows: usize) -> Result<Option<CudaSlice<f32>>> {
+        self.forward_epilogue(x, rows, None)
+    }
+
+    /// [`Linear::forward`] plus a residual: `out = f(v) + β·C`, PyTorch's
+    /// `torch.add(act(linear(x)), residual, alpha=beta)` (`f` is the layer's
+    /// [`Linear::activation`]; the add is one fused multiply-add, exactly `f(v) + C` for β = 1).
+    /// `residual` is `rows × out_features`, possibly strided, in the layer's context. One of
+    /// another shape or context is refused before anything is allocated
+    /// ([`Error::ShapeMismatch`], [`Error::WrongContext`]); one that does not fit its buffer, by
+    /// the call ([`Error::BufferTooSmall`], [`Error::LeadingDimension`]: the output is dropped
+    /// unwritten).
+    pub fn forward_with_residual(
+        &self,
+        x: &CudaSlice<f32>,
+        rows: usize,
+        residual: &MatrixRef<'_>,
+        beta: f32,
+    ) -> Result<Option<CudaSlice<f32>>> {
+        if (residual.rows(), residual.cols()) != (rows, self.out_features) {
+            let (what, expected, found) = if residual.rows() != rows {
+                ("residual.rows vs rows", rows, residual.rows())
+            } else {
+                ("residual.cols vs out_features", self.out_features, residual.cols())
+            };
+            return Err(Error::ShapeMismatch { what, expected, found });
+        }
+        if residual.data.stream().context().cu_ctx() != self.gemm.context().cu_ctx() {
+            return Err(Error::WrongContext { operand: Some(Operand::Residual) });
+        }
+        self.forward_epilogue(x, rows, Some((residual, beta)))
+    }
+
+    /// `forward` with the layer's activation and, if given, `+ β·C`.
+    fn forward_epilogue(
+        &self,
+        x: &CudaSlice<f32>,
+        rows: usize,
+        residual: Option<(&MatrixRef<'_>, f32)>,
+    ) -> Result<Option<CudaSlice<f32>>> {
         let stream = x.stream().clone();
         let x = MatrixRef::from_slice(x, rows, self.in_features);
         let len = rows.checked_mul(self.out_features).ok_or(Error::DimensionTooLarge {
@@ -180,7 +218,11 @@ impl Linear {
         let bias = self.bias.as_ref().map(|b| b.as_view());
         // A whole allocation: x starts 256-byte aligned.
         let key = CallKey { rows, ld: self.in_features, offset_mod_4: 0 };
-        self.held().run(&self.gemm, &stream, key, &x, &self.prepared, bias.as_ref(), self.activation, &mut out_view)?;
+        let epilogue = match residual {
+            Some((c, beta)) => Epilogue::activation(self.activation).with_residual(c, beta),
+            None => Epilogue::activation(self.activation),
+        };
+        self.held().run(&self.gemm, &stream, key, &x, &self.prepared, bias.as_ref(), epilogue, &mut out_view)?;
         Ok(Some(out))
     }
 
@@ -212,7 +254,8 @@ impl Linear {
     ) -> Result<Option<Plan>> {
         let key = CallKey { rows: x.rows(), ld: x.ld(), offset_mod_4: x.offset_mod_4(stream) };
         let bias = self.bias.as_ref().map(|b| b.as_view());
-        self.held().run(gemm, stream, key, x, &self.prepared, bias.as_ref(), self.activation, out)
+        let epilogue = Epilogue::activation(self.activation);
+        self.held().run(gemm, stream, key, x, &self.prepared, bias.as_ref(), epilogue, out)
     }
 
     /// The handle the layer runs with.

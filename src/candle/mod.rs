@@ -27,11 +27,21 @@
 //! dtypes and shapes are candle errors, never panics. The kernels run on the device's stream;
 //! nothing synchronises with the host.
 //!
+//! Other epilogues: [`FusedLinear::with_activation`] puts `f(v)` in place of `v·s + v` (a
+//! [`crate::Activation`]: `Identity`, `Relu`, `Gelu` (erf: candle's `Tensor::gelu_erf`, which
+//! `candle_nn::Activation::Gelu` runs), `GeluTanh` (`Tensor::gelu`,
+//! `candle_nn::Activation::GeluPytorchTanh`), `Silu`), and
+//! [`FusedLinear::forward_with_residual`] adds `β·C` for a tensor `C` of the output's shape:
+//! `(act.forward(&linear.forward(x)?)? + (c * β)?)?` in the same one kernel (a custom op on
+//! x, b and C, [`candle_core::CustomOp3`]). A transformer MLP block, both ways:
+//! `examples/candle_bert_mlp.rs`.
+//!
 //! The rounding is this crate's: TF32 operands rounded to nearest by default
 //! ([`crate::Precision`], [`FusedLinear::with_gemm`] for another). candle's own f32 matmul is
 //! full FP32 unless `candle_core::cuda_backend::set_gemm_reduced_precision_f32(true)`.
 
 mod op;
+mod residual;
 mod rows;
 
 use std::sync::{Mutex, MutexGuard};
@@ -42,7 +52,8 @@ use crate::gemm::{FusedGemm, PreparedWeight};
 use crate::held::HeldWorkspace;
 use crate::matrix::MatrixRef;
 
-/// candle's `Linear` followed by `(y * s)? + y`, fused: see the [module docs](self).
+/// candle's `Linear` followed by `(y * s)? + y` (or by an activation, [`FusedLinear::with_activation`],
+/// and a residual, [`FusedLinear::forward_with_residual`]), fused: see the [module docs](self).
 #[derive(Debug)]
 pub struct FusedLinear {
     gemm: FusedGemm,
@@ -198,8 +209,22 @@ impl FusedLinear {
 }
 
 impl Module for FusedLinear {
-    /// `x`: `(…, in_features)`, f32, on the layer's CUDA device. Returns `(…, out_features)`.
+    /// `x`: `(…, in_features)`, f32, on the layer's CUDA device. Returns `(…, out_features)`:
+    /// `f(v)`, `v = x·Wᵀ + b`, for the layer's [`FusedLinear::activation`].
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let x = self.input(x)?;
+        let op = op::FusedLinearOp { layer: self };
+        match &self.bias {
+            Some(b) => x.apply_op2_no_bwd(b, &op),
+            None => x.apply_op1_no_bwd(&op),
+        }
+    }
+}
+
+impl FusedLinear {
+    /// `x` checked (f32, CUDA, `(…, in_features)`) and as the kernels read it: itself, or a
+    /// contiguous copy when its rows are not evenly spaced with unit column stride.
+    fn input(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         if !x.device().is_cuda() {
             return Err(msg(format!(
                 "FusedLinear runs on CUDA tensors; x is on {:?} (move it with x.to_device(..))",
@@ -214,14 +239,9 @@ impl Module for FusedLinear {
             return Err(msg(format!("FusedLinear: x must be (…, in_features = {k}), not {:?}", x.shape())));
         }
         // Rows the kernel cannot walk with one stride (a transposed x) are copied first.
-        let x = match rows::rows_of(x.layout(), k) {
-            Some(_) => x.clone(),
-            None => x.contiguous()?,
-        };
-        let op = op::FusedLinearOp { layer: self };
-        match &self.bias {
-            Some(b) => x.apply_op2_no_bwd(b, &op),
-            None => x.apply_op1_no_bwd(&op),
+        match rows::rows_of(x.layout(), k) {
+            Some(_) => Ok(x.clone()),
+            None => x.contiguous(),
         }
     }
 }

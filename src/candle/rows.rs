@@ -1,7 +1,10 @@
 //! A candle layout as the kernels' row-major matrix: the batch dimensions flattened into rows,
 //! as candle's `Linear` does, when that needs no copy.
 
-use candle_core::Layout;
+use candle_core::{CudaStorage, Layout};
+
+use super::msg;
+use crate::matrix::MatrixRef;
 
 /// `(rows, ld)` when a layout of `(…, k)` is `rows` rows of `k` unit-stride elements, one
 /// stride `ld ≥ k` apart: its batch dimensions (those of size 1 aside, whose stride is never
@@ -34,6 +37,24 @@ pub(crate) fn rows_of(layout: &Layout, k: usize) -> Option<(usize, usize)> {
         Some(ld) if ld >= k => Some((rows, ld)),
         Some(_) => None,
     }
+}
+
+/// The kernels' view of `what` (f32 on the device, `(…, cols)`) as candle hands it to a custom
+/// op: its rows read in place from the layout's start. A layout [`rows_of`] refuses is a candle
+/// error (the callers made such a tensor contiguous first).
+pub(crate) fn matrix<'a>(
+    storage: &'a CudaStorage,
+    layout: &Layout,
+    cols: usize,
+    what: &str,
+) -> candle_core::Result<MatrixRef<'a>> {
+    let (rows, ld) = rows_of(layout, cols)
+        .ok_or_else(|| msg(format!("FusedLinear: {what}'s layout {layout:?} is not rows of {cols} elements")))?;
+    let view = storage
+        .as_cuda_slice::<f32>()?
+        .try_slice(layout.start_offset()..)
+        .ok_or_else(|| msg(format!("FusedLinear: {what}'s offset is past its storage")))?;
+    Ok(MatrixRef::with_ld(view, rows, cols, ld))
 }
 
 #[cfg(test)]
