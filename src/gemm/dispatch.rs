@@ -28,8 +28,8 @@ pub enum Dispatch {
 }
 
 /// A validated call as dispatch sees it: its shape, where X and W are, the form of W's values
-/// when it is a prepared weight (128-byte rows; `None`: the caller's W), and the f32 length of
-/// the workspace (0 without one).
+/// when it is a prepared weight (128-byte rows; `None`: the caller's W), the f32 length of
+/// the workspace (0 without one), and whether its epilogue is the seed form's.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Call {
     pub shape: Shape,
@@ -37,6 +37,28 @@ pub(crate) struct Call {
     pub w: Strided,
     pub w_prepared: Option<WeightForm>,
     pub workspace: usize,
+    pub epilogue: EpilogueKind,
+}
+
+/// The two store paths of the kernels (docs/EPILOGUE.md, "The epilogue in the kernels"), as
+/// far as dispatch cares: every other form's rolled loop costs more than the seed's unrolled
+/// register path, and only a ping-pong kernel hides that cost behind its other consumer's
+/// mainloop (the cooperative kernels run their epilogues while the tensor cores wait).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EpilogueKind {
+    /// `v·s + v` without a residual.
+    Seed,
+    /// Any other activation, or a residual.
+    Other,
+}
+
+impl EpilogueKind {
+    pub(crate) fn of<M>(epilogue: &crate::Epilogue<M>) -> EpilogueKind {
+        match (epilogue.activation, &epilogue.residual) {
+            (crate::Activation::ScaleAdd(_), None) => EpilogueKind::Seed,
+            _ => EpilogueKind::Other,
+        }
+    }
 }
 
 /// What the caller asked for.
@@ -74,7 +96,8 @@ enum Size {
     /// At least [`LARGE_WAVES`] waves of the cooperative cluster kernel's cluster tiles.
     Large,
     /// As many, but K at most [`LARGE_SHORT_K`], or a last wave that the ping-pong cluster
-    /// kernel's half-size cluster tiles fill better (see [`ragged`]).
+    /// kernel's half-size cluster tiles fill better (see [`ragged`]), or an epilogue other than
+    /// the seed's ([`EpilogueKind::Other`]: the ping-pong hides its cost, the cooperative does not).
     LargePingpong,
     /// At least one wave of 128×128 tiles.
     Medium,
@@ -91,13 +114,14 @@ enum Size {
 }
 
 impl Size {
-    fn of(s: Shape, device: &DeviceInfo, occupancy: &Occupancy) -> Size {
+    fn of(s: Shape, epilogue: EpilogueKind, device: &DeviceInfo, occupancy: &Occupancy) -> Size {
         let sms = device.sm_count as u64;
         let one_wave_of = |k: Kernel| s.tiles(k) <= sms;
         let clusters = occupancy.max_active_clusters as u64;
         let cooperative = Kernel::Sm90Cooperative128x256Cluster2SmemA;
         if clusters > 0 && s.cluster_tiles(cooperative) >= LARGE_WAVES * clusters {
-            if s.k <= LARGE_SHORT_K
+            if epilogue == EpilogueKind::Other
+                || s.k <= LARGE_SHORT_K
                 || ragged(
                     s,
                     cooperative,
@@ -376,7 +400,7 @@ pub(crate) fn select(device: &DeviceInfo, occupancy: &Occupancy, policy: Policy,
             // On sm_90 the aligned lists start with TMA kernels, which read a prepared W as it is.
             let w_ok = w_ok || (c.w_prepared.is_some() && device.is_hopper());
             let aligned = (x_ok && w_ok) || (s.k > 0 && worth_repacking && fits_any_repack(s, x_ok, w_ok, c.workspace));
-            let preferred = preference(Size::of(s, device, occupancy), aligned, policy.precision);
+            let preferred = preference(Size::of(s, c.epilogue, device, occupancy), aligned, policy.precision);
             let cheap = |kernel: Kernel| {
                 let (x, w) = repacks(kernel);
                 !(x || w) || worth_repacking

@@ -40,7 +40,8 @@ fn select_kernel(
     w: (u64, usize),
     workspace: usize,
 ) -> Result<Plan> {
-    let call = Call { shape: s, x: st(x.0, x.1), w: st(w.0, w.1), w_prepared: None, workspace };
+    let call =
+        Call { shape: s, x: st(x.0, x.1), w: st(w.0, w.1), w_prepared: None, workspace, epilogue: EpilogueKind::Seed };
     super::select(&d.info, &d.occ, Policy { dispatch, precision }, call)
 }
 
@@ -67,8 +68,14 @@ fn select_prepared(
         Precision::Tf32x3 if d.info.is_hopper() => WeightForm::Split,
         _ => WeightForm::Raw,
     };
-    let call =
-        Call { shape: s, x: st(x.0, x.1), w: st(ALIGNED, s.k.next_multiple_of(32)), w_prepared: Some(form), workspace };
+    let call = Call {
+        shape: s,
+        x: st(x.0, x.1),
+        w: st(ALIGNED, s.k.next_multiple_of(32)),
+        w_prepared: Some(form),
+        workspace,
+        epilogue: EpilogueKind::Seed,
+    };
     super::select(&d.info, &d.occ, Policy { dispatch, precision }, call)
 }
 
@@ -95,6 +102,38 @@ fn auto_prefers_wgmma_on_hopper_and_mma_sync_elsewhere() {
     assert_eq!((p.kernel, p.grid), (Kernel::Sm80Mma128x256Vec4, 128 * 16));
     let p = select(&RTX4090(), Dispatch::Auto, s, (ALIGNED, 4096), (ALIGNED, 4096), 0).unwrap();
     assert_eq!(p.kernel, Kernel::Sm80Mma128x128Vec4, "144 KiB does not fit sm_89's 99 KiB; 96 KiB does");
+}
+
+/// Every epilogue form but the seed's runs a rolled loop that only a ping-pong kernel overlaps
+/// with a mainloop: on a large problem Auto gives it the ping-pong cluster twin of the
+/// cooperative cluster kernel, on both roundings; the other sizes are ping-pongs already, and
+/// the A100's mma.sync kernels have one store path for both.
+#[test]
+fn epilogues_other_than_the_seed_s_take_the_ping_pong_on_large_problems() {
+    let other = |d: &Dev, precision: Precision, s: Shape| {
+        let call = Call {
+            shape: s,
+            x: st(ALIGNED, s.k),
+            w: st(ALIGNED, s.k),
+            w_prepared: None,
+            workspace: 0,
+            epilogue: EpilogueKind::Other,
+        };
+        super::select(&d.info, &d.occ, Policy { dispatch: Dispatch::Auto, precision }, call).unwrap()
+    };
+    for precision in [Precision::Tf32, Precision::Tf32Truncated] {
+        for s in [shape(16384, 4096, 4096), shape(8192, 11008, 4096)] {
+            let seed = select_kernel(&H200(), Dispatch::Auto, precision, s, (ALIGNED, s.k), (ALIGNED, s.k), 0).unwrap();
+            assert_eq!(seed.kernel, Kernel::Sm90Cooperative128x256Cluster2SmemA, "{s:?} {precision:?}");
+            assert_eq!(other(&H200(), precision, s).kernel, Kernel::Sm90Pingpong128x128Cluster2SmemA, "{s:?}");
+        }
+        // A medium problem runs the same kernel for every form.
+        let s = shape(2048, 4096, 4096);
+        let seed = select_kernel(&H200(), Dispatch::Auto, precision, s, (ALIGNED, s.k), (ALIGNED, s.k), 0).unwrap();
+        assert_eq!(other(&H200(), precision, s).kernel, seed.kernel);
+    }
+    let s = shape(16384, 4096, 4096);
+    assert_eq!(other(&A100(), Precision::Tf32, s).kernel, Kernel::Sm80Mma128x256Vec4);
 }
 
 #[test]

@@ -40,7 +40,7 @@ use crate::error::{Error, Operand, Result};
 use crate::kernels::loaded::{LoadedKernels, Occupancy};
 use crate::kernels::{Kernel, Precision};
 use crate::matrix::{MatrixMut, MatrixRef};
-use dispatch::{Call, Policy};
+use dispatch::{Call, EpilogueKind, Policy};
 use launch::Addresses;
 use shape::Strided;
 use validate::Extent;
@@ -230,6 +230,7 @@ impl FusedGemm {
             w: Strided { addr: w_ptr, ld: w.ld },
             w_prepared: prepared,
             workspace: workspace_len,
+            epilogue: EpilogueKind::Seed,
         };
         Ok(Some(self.select(call)?.for_out(shape.n, Strided { addr: o_ptr, ld: out.ld })))
     }
@@ -254,8 +255,9 @@ impl FusedGemm {
 
     // ---- end of workspace sizing ----
 
-    /// f32 elements of workspace [`FusedGemm::run_with_workspace`] would use for this call; 0
-    /// when it would use none. It holds, in order: X and W repacked when their rows are not
+    /// f32 elements of workspace [`FusedGemm::run_with_workspace`] (or [`FusedGemm::run_gemm`]
+    /// with any epilogue: Auto may give a form other than the seed's another kernel) would use
+    /// for this call; 0 when it would use none. It holds, in order: X and W repacked when their rows are not
     /// 16-byte aligned (K % 4 != 0, a misaligned view, or a leading dimension that is not a
     /// multiple of 4), and W rounded to TF32 for the sm_90 kernels that round X in registers
     /// but read W rounded (not needed with a [`PreparedWeight`]); then, for stream-K, one
@@ -280,8 +282,9 @@ impl FusedGemm {
             w: Strided { addr: w_ptr, ld: w.ld },
             w_prepared: prepared,
             workspace: usize::MAX,
+            epilogue: EpilogueKind::Seed,
         };
-        Ok(self.select(call)?.workspace_len())
+        self.workspace_need(call)
     }
 
     /// Computes `out[i][j] = (v*scale) + v`, `v = Σ_k x[i][k]·w[j][k] + bias[j]` on `stream`:
@@ -387,7 +390,8 @@ impl FusedGemm {
             out: Strided { addr: o_ptr, ld: out.ld },
             workspace: ws_ptr,
         };
-        let call = Call { shape, x: a.x, w: a.w, w_prepared: prepared, workspace: ws_len };
+        let kind = EpilogueKind::of(&epilogue);
+        let call = Call { shape, x: a.x, w: a.w, w_prepared: prepared, workspace: ws_len, epilogue: kind };
         let plan = self.select(call)?.for_out(shape.n, a.out);
         launch::launch(&self.kernels, stream, &plan, shape, a, launch::epilogue_params(&epilogue, a.out))?;
         drop(c_guard);
@@ -496,6 +500,14 @@ impl FusedGemm {
     pub(crate) fn select(&self, call: Call) -> Result<Plan> {
         let (device, occupancy) = self.resources();
         dispatch::select(&device, &occupancy, self.policy, call)
+    }
+
+    /// The workspace `call` needs with any epilogue: Auto may plan another kernel for a form
+    /// other than the seed's (dispatch::EpilogueKind), whose stream-K part may be larger.
+    pub(crate) fn workspace_need(&self, call: Call) -> Result<usize> {
+        let seed = self.select(Call { epilogue: EpilogueKind::Seed, ..call })?;
+        let other = self.select(Call { epilogue: EpilogueKind::Other, ..call })?;
+        Ok(seed.workspace_len().max(other.workspace_len()))
     }
 }
 

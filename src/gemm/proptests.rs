@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use proptest::test_runner::Config as ProptestConfig;
 
-use super::dispatch::{select, Call, Dispatch, Policy};
+use super::dispatch::{select, Call, Dispatch, EpilogueKind, Policy};
 use super::shape::{Shape, Strided};
 use super::stream_k::{partial_tile_len, StreamK};
 use super::test_devices::{self, A100, H200, RTX4090};
@@ -145,7 +145,8 @@ fn case() -> impl Strategy<Value = Case> {
             } else {
                 Strided { addr: wa, ld: k + wpad }
             };
-            let call = Call { shape, x: Strided { addr: xa, ld: k + xpad }, w, w_prepared, workspace: usize::MAX };
+            let x = Strided { addr: xa, ld: k + xpad };
+            let call = Call { shape, x, w, w_prepared, workspace: usize::MAX, epilogue: EpilogueKind::Seed };
             Case { dev, policy, call, ws }
         })
 }

@@ -7,7 +7,7 @@ use std::ffi::c_void;
 
 use cudarc::driver::{sys, CudaContext};
 
-use super::dispatch::Call;
+use super::dispatch::{Call, EpilogueKind};
 use super::launch::{self, Addresses};
 use super::raw_prepared::RawPreparedWeight;
 use super::shape::Strided;
@@ -217,7 +217,8 @@ impl FusedGemm {
             _ => epilogue,
         };
         let epilogue = epilogue.map(|c| Strided { addr: c.ptr, ld: c.ld });
-        let call = Call { shape, x: a.x, w: a.w, w_prepared: w.prepared, workspace: ws.len };
+        let kind = EpilogueKind::of(&epilogue);
+        let call = Call { shape, x: a.x, w: a.w, w_prepared: w.prepared, workspace: ws.len, epilogue: kind };
         let plan = self.select(call)?.for_out(shape.n, a.out);
         // SAFETY: a borrowed handle of this context (checked above; alive by the contract);
         // dropping the wrapper leaves the stream to its owner.

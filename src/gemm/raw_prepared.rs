@@ -8,7 +8,7 @@ use std::ffi::c_void;
 
 use cudarc::driver::sys;
 
-use super::dispatch::Call;
+use super::dispatch::{Call, EpilogueKind};
 use super::launch::{self, RepackMode};
 use super::raw::{byte_range, check_allocation, overlap, RawBuffer, RawGemm, RawMatrix, RawWeight};
 use super::shape::Strided;
@@ -154,7 +154,7 @@ impl FusedGemm {
     }
 
     /// [`FusedGemm::workspace_len`] for the raw entry: the f32 elements of workspace
-    /// [`FusedGemm::run_raw`] would use with this X and W (0: none). Reads nothing at the
+    /// [`FusedGemm::run_raw`] (or [`FusedGemm::run_raw_gemm`], any epilogue) would use with this X and W (0: none). Reads nothing at the
     /// addresses: it plans from the shapes, strides and alignments.
     pub fn workspace_len_raw(&self, x: RawMatrix, w: RawMatrix) -> Result<usize> {
         self.workspace_len_of(x, w, None)
@@ -176,8 +176,8 @@ impl FusedGemm {
         }
         let x = Strided { addr: x.ptr, ld: x.ld };
         let w = Strided { addr: w.ptr, ld: w.ld };
-        let call = Call { shape, x, w, w_prepared: prepared, workspace: usize::MAX };
-        Ok(self.select(call)?.workspace_len())
+        let call = Call { shape, x, w, w_prepared: prepared, workspace: usize::MAX, epilogue: EpilogueKind::Seed };
+        self.workspace_need(call)
     }
 
     /// [`FusedGemm::run_raw`] with a weight that [`FusedGemm::prepare_weight_raw`] prepared, in

@@ -135,7 +135,7 @@ mod tests {
     /// than the bound from the shape alone.
     #[test]
     fn no_plan_uses_more_than_the_shape_bound() {
-        use super::super::dispatch::{select, Call, Dispatch, Policy};
+        use super::super::dispatch::{select, Call, Dispatch, EpilogueKind, Policy};
         use super::super::shape::Strided;
         use super::super::weight::WeightForm;
         use crate::gemm::test_devices::{occupancy, A100, H200, RTX4090};
@@ -180,6 +180,7 @@ mod tests {
                                     w,
                                     w_prepared: form,
                                     workspace: usize::MAX,
+                                    epilogue: EpilogueKind::Seed,
                                 };
                                 // Calls a rounding or a forced kernel cannot serve are errors; they use nothing.
                                 if let Ok(plan) = select(&device, &occ, Policy { dispatch, precision }, call) {
