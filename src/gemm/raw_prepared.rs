@@ -154,8 +154,9 @@ impl FusedGemm {
     }
 
     /// [`FusedGemm::workspace_len`] for the raw entry: the f32 elements of workspace
-    /// [`FusedGemm::run_raw`] (or [`FusedGemm::run_raw_gemm`], any epilogue) would use with this X and W (0: none). Reads nothing at the
-    /// addresses: it plans from the shapes, strides and alignments.
+    /// [`FusedGemm::run_raw`] (or [`FusedGemm::run_raw_gemm`], any epilogue) would use with this
+    /// X and W (0: none). Reads nothing at the addresses: it plans from the shapes, strides and
+    /// alignments.
     pub fn workspace_len_raw(&self, x: RawMatrix, w: RawMatrix) -> Result<usize> {
         self.workspace_len_of(x, w, None)
     }
