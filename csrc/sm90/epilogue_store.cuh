@@ -125,7 +125,7 @@ __device__ __forceinline__ void store_tile_general(const GeSm90Params &p, float 
     constexpr int kWarpBufs = static_cast<int>(kEpilogueFloatsPerConsumer) / (kWarps * kBoxFloats);
     constexpr int kGroups = kStoreBoxCols / 8;  // 8-column fragment groups per box
     constexpr int kSlices = Cfg::WGMMA_N / kStoreBoxCols;
-    constexpr int kSteps = 2 * Cfg::M_ATOMS * kSlices;
+    constexpr int kSteps = 2 * kSlices;  // per 64-row atom
     static_assert(kStoreBoxRows == 16 && 2 * kGroups == kRowValues, "a lane's row of a box: 8 values");
     static_assert(kWarpBufs >= 1, "epilogue staging smaller than one box per warp");
     static_assert(kSteps <= 16, "the gather's switch has 16 cases");
@@ -152,87 +152,92 @@ __device__ __forceinline__ void store_tile_general(const GeSm90Params &p, float 
             }
         });
     }
+    // One rolled loop per atom: while the second atom's runs, the first atom's accumulators are
+    // dead, which leaves f the registers for more chains in flight.
+    static_for<Cfg::M_ATOMS>([&](auto ac) {
+        constexpr int kAtom = decltype(ac)::value;
 #pragma unroll 1
-    for (int step = 0; step < kSteps; ++step) {
-        const int b = step / 2, h = step % 2;  // box b, the lane's row lane / 4 + 8h of it
-        const int top = m0 + (b / kSlices) * Cfg::WGMMA_M + warp * kStoreBoxRows;  // the box's first row in out
-        const int left = n0 + (b % kSlices) * kStoreBoxCols;                       // and its first column
-        const int row = top + lane / 4 + 8 * h, col0 = left + 2 * quad;
-        const bool whole_row = left + static_cast<int>(kStoreBoxCols) <= prob.n;
-        uint8_t *box = reinterpret_cast<uint8_t *>(own + (b % kWarpBufs) * kBoxFloats);
-        if (h == 0) {
-            if (tma && lane == 0) ptx::bulk_wait_group_read<kWarpBufs - 1>();  // that buffer's last store read it
-            __syncwarp();
-        }
-        float c[kRowValues];
-        if (has_c) load_source_row(epi, prob, row, col0, whole_row && pairs_c, c);
-        // The row's v: the only part that needs the step at compile time (register indices). A
-        // switch, which becomes a few compares and eight moves; an if chain over the steps was
-        // if-converted into one select per step and value.
-        float v[kRowValues];
-        const auto gather = [&](auto sc) {
-            constexpr int kStep = decltype(sc)::value;
-            if constexpr (kStep < kSteps) {
-                constexpr int kAtom = kStep / 2 / kSlices, kFirst = (kStep / 2 % kSlices) * kGroups, kH = kStep % 2;
-#pragma unroll
-                for (int g = 0; g < kGroups; ++g) {
-                    v[2 * g] = acc[kAtom][(kFirst + g) * 4 + kH * 2];
-                    v[2 * g + 1] = acc[kAtom][(kFirst + g) * 4 + kH * 2 + 1];
-                }
+        for (int step = 0; step < kSteps; ++step) {
+            const int b = kAtom * kSlices + step / 2, h = step % 2;  // box b, the lane's row lane / 4 + 8h of it
+            const int top = m0 + kAtom * Cfg::WGMMA_M + warp * kStoreBoxRows;  // the box's first row in out
+            const int left = n0 + (step / 2) * kStoreBoxCols;                  // and its first column
+            const int row = top + lane / 4 + 8 * h, col0 = left + 2 * quad;
+            const bool whole_row = left + static_cast<int>(kStoreBoxCols) <= prob.n;
+            uint8_t *box = reinterpret_cast<uint8_t *>(own + (b % kWarpBufs) * kBoxFloats);
+            if (h == 0) {
+                if (tma && lane == 0) ptx::bulk_wait_group_read<kWarpBufs - 1>();  // that buffer's last store read it
+                __syncwarp();
             }
-        };
-        switch (step) {
+            float c[kRowValues];
+            if (has_c) load_source_row(epi, prob, row, col0, whole_row && pairs_c, c);
+            // The row's v: the only part that needs the step at compile time (register indices). A
+            // switch, which becomes a few compares and eight moves; an if chain over the steps was
+            // if-converted into one select per step and value.
+            float v[kRowValues];
+            const auto gather = [&](auto sc) {
+                constexpr int kStep = decltype(sc)::value;
+                if constexpr (kStep < kSteps) {
+                    constexpr int kFirst = (kStep / 2) * kGroups, kH = kStep % 2;
+#pragma unroll
+                    for (int g = 0; g < kGroups; ++g) {
+                        v[2 * g] = acc[kAtom][(kFirst + g) * 4 + kH * 2];
+                        v[2 * g + 1] = acc[kAtom][(kFirst + g) * 4 + kH * 2 + 1];
+                    }
+                }
+            };
+            switch (step) {
 #define GE_GATHER_CASE(K)                         \
     case K:                                       \
         gather(std::integral_constant<int, K>{}); \
         break;
-            GE_GATHER_CASE(0)
-            GE_GATHER_CASE(1)
-            GE_GATHER_CASE(2)
-            GE_GATHER_CASE(3)
-            GE_GATHER_CASE(4)
-            GE_GATHER_CASE(5)
-            GE_GATHER_CASE(6)
-            GE_GATHER_CASE(7)
-            GE_GATHER_CASE(8)
-            GE_GATHER_CASE(9)
-            GE_GATHER_CASE(10)
-            GE_GATHER_CASE(11)
-            GE_GATHER_CASE(12)
-            GE_GATHER_CASE(13)
-            GE_GATHER_CASE(14)
-            GE_GATHER_CASE(15)
+                GE_GATHER_CASE(0)
+                GE_GATHER_CASE(1)
+                GE_GATHER_CASE(2)
+                GE_GATHER_CASE(3)
+                GE_GATHER_CASE(4)
+                GE_GATHER_CASE(5)
+                GE_GATHER_CASE(6)
+                GE_GATHER_CASE(7)
+                GE_GATHER_CASE(8)
+                GE_GATHER_CASE(9)
+                GE_GATHER_CASE(10)
+                GE_GATHER_CASE(11)
+                GE_GATHER_CASE(12)
+                GE_GATHER_CASE(13)
+                GE_GATHER_CASE(14)
+                GE_GATHER_CASE(15)
 #undef GE_GATHER_CASE
-            default:
-                break;
-        }
-        epi.with_activation([&](auto f) {
-#pragma unroll
-            for (int e = 0; e < kRowValues; ++e) v[e] = f(v[e]);
-        });
-        if (has_c) {
-#pragma unroll
-            for (int e = 0; e < kRowValues; ++e) v[e] = epi.add_c(v[e], c[e]);
-        }
-        if (tma) {
-            // Byte offset in the box's 128-byte row: 16-byte chunk (2g + quad/2) XOR (row % 8).
-            uint8_t *at = box + (lane / 4 + 8 * h) * 128 + (quad % 2) * 8;
-#pragma unroll
-            for (int g = 0; g < kGroups; ++g)
-                *reinterpret_cast<float2 *>(at + (((2 * g + quad / 2) ^ (lane / 4)) * 16)) =
-                    make_float2(v[2 * g], v[2 * g + 1]);
-            if (h == 1) {
-                ptx::fence_proxy_async_smem();  // each writer, before the warp's store may read
-                __syncwarp();
-                if (lane == 0) {
-                    ptx::tma_store_2d(&p.out_map, box, left, top);
-                    ptx::bulk_commit_group();
-                }
+                default:
+                    break;
             }
-        } else {
-            store_row(prob, row, col0, whole_row && pairs_out, v);
+            epi.with_activation([&](auto f) {
+#pragma unroll
+                for (int e = 0; e < kRowValues; ++e) v[e] = f(v[e]);
+            });
+            if (has_c) {
+#pragma unroll
+                for (int e = 0; e < kRowValues; ++e) v[e] = epi.add_c(v[e], c[e]);
+            }
+            if (tma) {
+                // Byte offset in the box's 128-byte row: 16-byte chunk (2g + quad/2) XOR (row % 8).
+                uint8_t *at = box + (lane / 4 + 8 * h) * 128 + (quad % 2) * 8;
+#pragma unroll
+                for (int g = 0; g < kGroups; ++g)
+                    *reinterpret_cast<float2 *>(at + (((2 * g + quad / 2) ^ (lane / 4)) * 16)) =
+                        make_float2(v[2 * g], v[2 * g + 1]);
+                if (h == 1) {
+                    ptx::fence_proxy_async_smem();  // each writer, before the warp's store may read
+                    __syncwarp();
+                    if (lane == 0) {
+                        ptx::tma_store_2d(&p.out_map, box, left, top);
+                        ptx::bulk_commit_group();
+                    }
+                }
+            } else {
+                store_row(prob, row, col0, whole_row && pairs_out, v);
+            }
         }
-    }
+    });
 }
 
 // C of a consumer's `rows` x TILE_N part of a tile, asked into L2 when the tile's mainloop
