@@ -52,6 +52,12 @@ pub(crate) enum EpilogueKind {
     Other,
 }
 
+/// Whether Auto may plan `s` differently for [`EpilogueKind::Other`] than for the seed form: only
+/// where the seed form gets the cooperative cluster kernel ([`Size::Large`]).
+pub(crate) fn epilogue_may_change_plan(s: Shape, device: &DeviceInfo, occupancy: &Occupancy) -> bool {
+    Size::of(s, EpilogueKind::Seed, device, occupancy) == Size::Large
+}
+
 impl EpilogueKind {
     pub(crate) fn of<M>(epilogue: &crate::Epilogue<M>) -> EpilogueKind {
         match (epilogue.activation, &epilogue.residual) {

@@ -136,6 +136,38 @@ fn epilogues_other_than_the_seed_s_take_the_ping_pong_on_large_problems() {
     assert_eq!(other(&A100(), Precision::Tf32, s).kernel, Kernel::Sm80Mma128x256Vec4);
 }
 
+/// `workspace_len` plans the other epilogue kind only where `epilogue_may_change_plan` says it
+/// may differ: everywhere else both kinds get the same plan.
+#[test]
+fn the_epilogue_changes_no_plan_where_dispatch_says_it_cannot() {
+    for d in [H200(), A100()] {
+        for m in [1, 16, 300, 2048, 4096, 8192, 16384, 32768] {
+            for (n, k) in [(768, 3072), (3072, 768), (4096, 4096), (11008, 4096), (4096, 1000)] {
+                let s = shape(m, n, k);
+                if epilogue_may_change_plan(s, &d.info, &d.occ) {
+                    continue;
+                }
+                for precision in [Precision::Tf32, Precision::Tf32Truncated, Precision::Tf32x3] {
+                    let plan = |epilogue| {
+                        let call = Call {
+                            shape: s,
+                            x: st(ALIGNED, k),
+                            w: st(ALIGNED, k),
+                            w_prepared: None,
+                            workspace: usize::MAX,
+                            epilogue,
+                        };
+                        super::select(&d.info, &d.occ, Policy { dispatch: Dispatch::Auto, precision }, call)
+                            .map(|p| (p.kernel, p.grid, p.stream_k_tiles, p.workspace_len()))
+                            .ok()
+                    };
+                    assert_eq!(plan(EpilogueKind::Seed), plan(EpilogueKind::Other), "{s:?} {precision:?}");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn unaligned_or_ragged_k_falls_back_to_scalar_loads() {
     let s = shape(16383, 4095, 4097);

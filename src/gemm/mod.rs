@@ -508,6 +508,10 @@ impl FusedGemm {
     /// other than the seed's (dispatch::EpilogueKind), whose stream-K part may be larger.
     pub(crate) fn workspace_need(&self, call: Call) -> Result<usize> {
         let seed = self.select(Call { epilogue: EpilogueKind::Seed, ..call })?;
+        let (device, occupancy) = self.resources();
+        if !dispatch::epilogue_may_change_plan(call.shape, &device, &occupancy) {
+            return Ok(seed.workspace_len());
+        }
         let other = self.select(Call { epilogue: EpilogueKind::Other, ..call })?;
         Ok(seed.workspace_len().max(other.workspace_len()))
     }
