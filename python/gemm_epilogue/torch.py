@@ -285,7 +285,10 @@ def _grad_v(ctx, grad, x, weight, bias):
         return torch.ops.aten.threshold_backward(grad, torch.relu(v), 0)
     if a == "silu":
         return torch.ops.aten.silu_backward(grad, v)
-    return torch.ops.aten.gelu_backward(grad, v, approximate="tanh" if a == "gelu_tanh" else "none")
+    if a in ("gelu", "gelu_tanh"):
+        return torch.ops.aten.gelu_backward(grad, v, approximate="tanh" if a == "gelu_tanh" else "none")
+    # A form added to ACTIVATIONS without its derivative here must fail, not take another's.
+    raise NotImplementedError(f"gemm_epilogue: no backward for activation {a!r}")
 
 
 def _backward(ctx, grad):

@@ -223,10 +223,11 @@ impl ShardedLinear {
                     found: shard.in_features(),
                 });
             }
-            let same_form = match (shard.activation(), first.activation()) {
-                (crate::Activation::ScaleAdd(a), crate::Activation::ScaleAdd(b)) => a.to_bits() == b.to_bits(),
-                (a, b) => a == b,
-            };
+            // The header's code and the parameter's bits: `==` would refuse a NaN parameter and
+            // take 0.0 for -0.0, whose outputs differ in sign.
+            let (code, param) = shard.activation().code();
+            let (first_code, first_param) = first.activation().code();
+            let same_form = code == first_code && param.to_bits() == first_param.to_bits();
             if shard.scale().to_bits() != scale.to_bits() || !same_form || shard.gemm().precision() != precision {
                 return Err(Error::InvalidDevices { reason: "the shards differ in scale, epilogue or precision" });
             }
