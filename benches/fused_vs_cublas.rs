@@ -62,7 +62,7 @@ use gemm_epilogue::cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStrea
 use gemm_epilogue::testbed::reference::SplitMix64 as Rng;
 use gemm_epilogue::testbed::reference::{self, HostMatrix};
 use gemm_epilogue::testbed::{self, timing, CublasBaseline, CublasCompute, CublasLtLinear, CublasLtPlan};
-use gemm_epilogue::{Dispatch, FusedGemm, Kernel, MatrixMut, MatrixRef, Plan, Precision, PreparedWeight};
+use gemm_epilogue::{Dispatch, Epilogue, FusedGemm, Kernel, MatrixMut, MatrixRef, Plan, Precision, PreparedWeight};
 
 const SCALE: f32 = 0.5;
 const REFERENCE: &str = "reference_16384x4096x4096";
@@ -490,7 +490,9 @@ impl<'g> Case<'g> {
             // The GEMM alone is timed; its accuracy is that of the whole layer: + our elementwise pass.
             let b = self.b.as_view();
             let mut out = MatrixMut::from_slice(&mut self.out, self.m, self.n);
-            self.blas.elementwise(Some(&b), SCALE, &mut out).unwrap_or_else(|e| panic!("{}: {e}", v.label()));
+            self.blas
+                .elementwise(Some(&b), Epilogue::scale_add(SCALE), &mut out)
+                .unwrap_or_else(|e| panic!("{}: {e}", v.label()));
         }
         let out = self.stream.clone_dtoh(&self.out).expect("copy out");
         let (m, n, k) = (self.m, self.n, self.k);

@@ -1,10 +1,10 @@
 //! The main job: `out = (v·s) + v`, `v = x·wᵀ + b` on the reference workload (X 16384×4096,
 //! W 4096×4096, b 4096, s = 0.5), timed against cuBLAS and checked against cuBLAS and an f64
-//! reference.
+//! reference; with `--epilogue FORM`, any other epilogue form `out = f(v) + β·C` instead.
 //!
 //! ```text
 //! cargo run --release --example reference_workload -- [--m 16384] [--n 4096] [--k 4096]
-//!     [--scale 0.5] [--reps 30] [--sample-ms 0.5] [--no-bias] [--seed N]
+//!     [--scale 0.5] [--epilogue seed] [--reps 30] [--sample-ms 0.5] [--no-bias] [--seed N]
 //! ```
 //!
 //! Variants, timed interleaved on one stream with CUDA events (after warm-up, `reps` rounds, each
@@ -15,10 +15,20 @@
 //! - cuBLASLt 1 call: `cublasLtMatmul`, bias epilogue, `alpha = 1+s`, bias pre-scaled by `1+s`;
 //! - cuBLAS GEMM alone: no bias, no epilogue (a different result; the speed ceiling to beat).
 //!
+//! `--epilogue FORM` (default `seed`: the above) picks the epilogue: `identity` (`F.linear`),
+//! `relu`, `gelu` (erf), `gelu_tanh`, `silu`, `residual` (`F.linear(x, w, b) + C`, C a fresh M × N
+//! matrix, β = 1), or any of them `+residual` (`gelu+residual`: `F.gelu(y) + C`). The variants
+//! are then ours fused (`FusedGemm::run_gemm` with that `Epilogue`); cuBLAS's GEMM + the
+//! elementwise pass applying the same epilogue (PyTorch's unfused route, bitwise its expression
+//! for cuBLAS's `v`); cuBLASLt with its own epilogue where it has one (`CUBLASLT_EPILOGUE_BIAS`
+//! for identity and residual, `RELU_BIAS` for relu, `GELU_BIAS` for gelu_tanh; none for gelu,
+//! silu, or an activation + residual: the run says so and its row is n/a); and cuBLAS's GEMM
+//! alone. `--scale` belongs to the seed form (`seed+residual` too).
+//!
 //! Checks: ours against cuBLAS + elementwise on every element (max |diff|, ‖diff‖/‖ref‖), and every
-//! variant against an f64 reference on 256 sampled elements. Exit code 1 when ours has a
-//! normalised error above 1e-3 against f64 or a non-finite element (the inputs are finite), or
-//! when there is no usable GPU; 2 on a bad command line.
+//! variant against the form's f64 reference (`Epilogue::reference` of the f64 `v`) on 256 sampled
+//! elements. Exit code 1 when ours has a normalised error above 1e-3 against f64 or a non-finite
+//! element (the inputs are finite), or when there is no usable GPU; 2 on a bad command line.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -26,18 +36,26 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use gemm_epilogue::cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use gemm_epilogue::testbed::reference::{self, HostMatrix, SplitMix64 as Rng};
-use gemm_epilogue::testbed::{self, timing, CublasBaseline, CublasCompute, CublasLtLinear, CublasLtPlan};
-use gemm_epilogue::{cuda_context, FusedGemm, MatrixMut, MatrixRef, Plan, Precision};
+use gemm_epilogue::testbed::{
+    self, timing, CublasBaseline, CublasCompute, CublasLtEpilogue, CublasLtLinear, CublasLtPlan, Form,
+};
+use gemm_epilogue::{cuda_context, Activation, FusedGemm, Gemm, MatrixMut, MatrixRef, Plan, Precision};
 
 const USAGE: &str = "\
-usage: reference_workload [--m M] [--n N] [--k K] [--scale S] [--precision P] [--reps R] [--sample-ms MS] [--no-bias] [--seed SEED]
+usage: reference_workload [--m M] [--n N] [--k K] [--scale S] [--epilogue FORM] [--precision P] [--reps R] [--sample-ms MS] [--no-bias] [--seed SEED]
 
   out = (v*s) + v,  v = x·wᵀ + b   (x: M×K, w: N×K as nn.Linear, b: N; fp32, TF32 tensor cores)
+  or, with --epilogue, out = f(v) + C
 
   --m M        rows of x and out                 (default 16384)
   --n N        rows of w = columns of out        (default 4096)
   --k K        inner dimension                   (default 4096)
-  --scale S    the s in v*s + v                  (default 0.5)
+  --scale S    the s in v*s + v (seed form only) (default 0.5)
+  --epilogue FORM  the epilogue: seed (default: v*s + v), identity (F.linear), relu, gelu (erf),
+               gelu_tanh, silu, residual (F.linear + C, C a fresh M×N matrix, beta = 1), or
+               FORM+residual (e.g. gelu+residual: F.gelu(y) + C). Compared against cuBLAS GEMM +
+               the same epilogue as an elementwise pass, cuBLASLt with its own epilogue where it
+               has one (bias, relu, gelu_tanh; residual on identity and seed), cuBLAS GEMM alone
   --precision P  ours: tf32 (default, rounded to nearest), tf32-truncated, or tf32x3
                (3xTF32, FP32-accurate; the cuBLAS GEMMs then run in COMPUTE_32F, FP32)
   --reps R     interleaved timing rounds         (default 30)
@@ -60,6 +78,8 @@ struct Opts {
     bias: bool,
     seed: Option<u64>,
     precision: Precision,
+    /// The epilogue form (`--epilogue`; its `s` is `scale`).
+    form: Form,
 }
 
 enum Parsed {
@@ -79,7 +99,9 @@ fn parse(args: &[String]) -> Parsed {
         bias: true,
         seed: None,
         precision: Precision::Tf32,
+        form: Form::seed(0.5),
     };
+    let (mut form, mut scale_given) = ("seed".to_string(), false);
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let mut value =
@@ -108,12 +130,14 @@ fn parse(args: &[String]) -> Parsed {
                     }
                 }
                 "--seed" => o.seed = Some(value("--seed")?.parse().map_err(|e| format!("--seed: {e}"))?),
+                "--epilogue" => form = value("--epilogue")?,
                 "--scale" => {
                     let s: f32 = value("--scale")?.parse().map_err(|e| format!("--scale: {e}"))?;
                     if !s.is_finite() {
                         return Err("--scale must be finite".into());
                     }
                     o.scale = s;
+                    scale_given = true;
                 }
                 other => return Err(format!("unknown argument `{other}`")),
             }
@@ -131,6 +155,13 @@ fn parse(args: &[String]) -> Parsed {
     if o.reps == 0 {
         return Parsed::Bad("--reps must be at least 1".into());
     }
+    o.form = match Form::parse(&form, o.scale) {
+        Some(f) => f,
+        None => return Parsed::Bad(format!("--epilogue: `{form}` is not one of {}", Form::NAMES)),
+    };
+    if scale_given && !matches!(o.form.activation, Activation::ScaleAdd(_)) {
+        return Parsed::Bad(format!("--scale is the seed form's s; --epilogue {} has none", o.form.name()));
+    }
     Parsed::Run(o)
 }
 
@@ -143,12 +174,18 @@ enum Variant {
 }
 const VARIANTS: [Variant; 4] = [Variant::Ours, Variant::CublasElementwise, Variant::CublasLt, Variant::CublasGemm];
 impl Variant {
-    fn label(self) -> &'static str {
+    /// Its row's label; `lt` is cuBLASLt's epilogue for a form other than the seed's (`None`: it
+    /// has none for the form).
+    fn label(self, form: Form, lt: Option<&str>) -> String {
         match self {
-            Variant::Ours => "ours (fused, 1 kernel)",
-            Variant::CublasElementwise => "cuBLAS GEMM + elementwise",
-            Variant::CublasLt => "cuBLASLt bias+alpha (1 call)",
-            Variant::CublasGemm => "cuBLAS GEMM alone (no b, no epilogue)",
+            Variant::Ours => "ours (fused, 1 kernel)".into(),
+            Variant::CublasElementwise => "cuBLAS GEMM + elementwise".into(),
+            Variant::CublasLt if form.is_seed() => "cuBLASLt bias+alpha (1 call)".into(),
+            Variant::CublasLt => match lt {
+                Some(name) => format!("cuBLASLt {} (1 call)", name.trim_start_matches("CUBLASLT_EPILOGUE_")),
+                None => "cuBLASLt (no epilogue for this form)".into(),
+            },
+            Variant::CublasGemm => "cuBLAS GEMM alone (no b, no epilogue)".into(),
         }
     }
     fn index(self) -> usize {
@@ -167,6 +204,8 @@ struct Job {
     x: CudaSlice<f32>,
     w: CudaSlice<f32>,
     b: Option<CudaSlice<f32>>,
+    /// The residual C (M × N) of a `+residual` form.
+    c: Option<CudaSlice<f32>>,
     /// One output per variant, so they can be compared afterwards.
     outs: Vec<CudaSlice<f32>>,
     /// Scratch for repacking rows that are not 16-byte aligned (K % 4 != 0), allocated once.
@@ -175,35 +214,29 @@ struct Job {
 
 impl Job {
     fn launch(&mut self, v: Variant) -> testbed::Result<Option<Plan>> {
-        let (m, n, k, s) = (self.o.m, self.o.n, self.o.k, self.o.scale);
+        let (m, n, k) = (self.o.m, self.o.n, self.o.k);
         let x = MatrixRef::from_slice(&self.x, m, k);
         let w = MatrixRef::from_slice(&self.w, n, k);
         let b = self.b.as_ref().map(|b| b.as_view());
+        let c = self.c.as_ref().map(|c| MatrixRef::from_slice(c, m, n));
+        let epilogue = self.o.form.epilogue(c.as_ref());
         let mut out = MatrixMut::from_slice(&mut self.outs[v.index()], m, n);
+        // Like with like: the FP32-accurate mode against cuBLAS's FP32 GEMM.
+        let compute = if self.o.precision == Precision::Tf32x3 { CublasCompute::Fp32 } else { CublasCompute::Tf32 };
         match v {
-            Variant::Ours => match &mut self.workspace {
-                Some(ws) => {
-                    self.gemm.run_with_workspace(&self.stream, &x, &w, b.as_ref(), s, &mut out, &mut ws.as_view_mut())
-                }
-                None => self.gemm.run(&self.stream, &x, &w, b.as_ref(), s, &mut out),
-            }
-            .map_err(Into::into),
-            // Like with like: the FP32-accurate mode against cuBLAS's FP32 GEMM.
-            Variant::CublasElementwise if self.o.precision == Precision::Tf32x3 => {
-                self.blas.gemm_as(CublasCompute::Fp32, &x, &w, &mut out)?;
-                self.blas.elementwise(b.as_ref(), s, &mut out).map(|_| None)
+            Variant::Ours => {
+                let mut ws = self.workspace.as_mut().map(|ws| ws.as_view_mut());
+                let call = Gemm { x: &x, w: &w, bias: b.as_ref(), epilogue, out: &mut out, workspace: ws.as_mut() };
+                self.gemm.run_gemm(&self.stream, call).map_err(Into::into)
             }
             Variant::CublasElementwise => {
-                self.blas.linear_scale_residual(&x, &w, b.as_ref(), s, &mut out).map(|_| None)
+                self.blas.linear_epilogue_as(compute, &x, &w, b.as_ref(), epilogue, &mut out).map(|_| None)
             }
             Variant::CublasLt => match &self.lt_plan {
-                Some(plan) => self.lt.run(plan, &x, &w, &mut out).map(|_| None),
+                Some(plan) => self.lt.run_with(plan, &x, &w, c.as_ref(), &mut out).map(|_| None),
                 None => Ok(None),
             },
-            Variant::CublasGemm if self.o.precision == Precision::Tf32x3 => {
-                self.blas.gemm_as(CublasCompute::Fp32, &x, &w, &mut out).map(|_| None)
-            }
-            Variant::CublasGemm => self.blas.gemm(&x, &w, &mut out).map(|_| None),
+            Variant::CublasGemm => self.blas.gemm_as(compute, &x, &w, &mut out).map(|_| None),
         }
     }
 
@@ -226,7 +259,8 @@ impl Job {
 struct SpotError {
     /// sqrt(Σ (out − ref)²) / sqrt(Σ ref²).
     normalised: f64,
-    /// max |out − ref| / magnitude, magnitude = (1+|s|)(Σ|x||w| + |b|).
+    /// max |out − ref| / magnitude, magnitude = (1+|s|)(Σ|x||w| + |b|) (other forms:
+    /// `reference::epilogue_element`'s).
     max_rel_to_magnitude: f64,
     max_abs: f64,
     non_finite: usize,
@@ -299,7 +333,7 @@ fn run(o: Opts, ctx: Arc<CudaContext>) -> testbed::Result<ExitCode> {
         dev.compute_capability.1,
         dev.sm_count
     );
-    let (m, n, k, s) = (o.m, o.n, o.k, o.scale);
+    let (m, n, k, s, form) = (o.m, o.n, o.k, o.scale, o.form);
     println!(
         "precision: ours {:?}; cuBLAS {}",
         o.precision,
@@ -310,11 +344,18 @@ fn run(o: Opts, ctx: Arc<CudaContext>) -> testbed::Result<ExitCode> {
         }
     );
     let flop = 2.0 * m as f64 * n as f64 * k as f64;
-    println!(
-        "problem: x {m}×{k}, w {n}×{k}, b {}, s = {s}: {:.3} TFLOP",
-        if o.bias { n.to_string() } else { "none".into() },
-        flop / 1e12
-    );
+    let b_len = if o.bias { n.to_string() } else { "none".into() };
+    if form.is_seed() {
+        println!("problem: x {m}×{k}, w {n}×{k}, b {b_len}, s = {s}: {:.3} TFLOP", flop / 1e12);
+    } else {
+        let c = if form.residual { format!(", C {m}×{n}") } else { String::new() };
+        println!(
+            "problem: x {m}×{k}, w {n}×{k}, b {b_len}{c}, epilogue {}: out = {} with y = F.linear(x, w, b): {:.3} TFLOP",
+            form.name(),
+            form.pytorch(),
+            flop / 1e12
+        );
+    }
 
     let seed =
         o.seed.unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map_or(0x5eed, |d| d.as_nanos() as u64));
@@ -324,11 +365,14 @@ fn run(o: Opts, ctx: Arc<CudaContext>) -> testbed::Result<ExitCode> {
     let hx: Vec<f32> = (0..m * k).map(|_| rng.unit()).collect();
     let hw: Vec<f32> = (0..n * k).map(|_| rng.sym(a)).collect();
     let hb: Option<Vec<f32>> = o.bias.then(|| (0..n).map(|_| rng.sym(a)).collect());
+    // The residual: fresh data of v's order of magnitude.
+    let hc: Option<Vec<f32>> = form.residual.then(|| (0..m * n).map(|_| rng.sym(1.0)).collect());
 
     let stream = ctx.default_stream();
     let x = stream.clone_htod(&hx)?;
     let w = stream.clone_htod(&hw)?;
     let b = hb.as_ref().map(|hb| stream.clone_htod(hb)).transpose()?;
+    let c = hc.as_ref().map(|hc| stream.clone_htod(hc)).transpose()?;
     let outs = (0..4).map(|_| stream.alloc_zeros::<f32>(m * n)).collect::<Result<Vec<_>, _>>()?;
     let blas = CublasBaseline::new(&gemm, stream.clone())?;
     let lt = CublasLtLinear::new(&gemm, stream.clone())?;
@@ -336,16 +380,32 @@ fn run(o: Opts, ctx: Arc<CudaContext>) -> testbed::Result<ExitCode> {
         gemm.workspace_len(&stream, &MatrixRef::from_slice(&x, m, k), &MatrixRef::from_slice(&w, n, k))?;
     let workspace = if workspace_len > 0 { Some(stream.alloc_zeros::<f32>(workspace_len)?) } else { None };
     let mut job =
-        Job { o, ctx: ctx.clone(), stream: stream.clone(), gemm, blas, lt, lt_plan: None, x, w, b, outs, workspace };
+        Job { o, ctx: ctx.clone(), stream: stream.clone(), gemm, blas, lt, lt_plan: None, x, w, b, c, outs, workspace };
     {
         let (xr, wr) = (MatrixRef::from_slice(&job.x, m, k), MatrixRef::from_slice(&job.w, n, k));
         let bv = job.b.as_ref().map(|b| b.as_view());
+        let cr = job.c.as_ref().map(|c| MatrixRef::from_slice(c, m, n));
         let probe = MatrixMut::from_slice(&mut job.outs[Variant::CublasLt.index()], m, n);
-        match job.lt.prepare(&xr, &wr, bv.as_ref(), s, &probe) {
+        match job.lt.prepare_epilogue(&xr, &wr, bv.as_ref(), form.epilogue(cr.as_ref()), &probe) {
             Ok(p) => job.lt_plan = Some(p),
+            // The form has no cuBLASLt epilogue: the line below says why.
+            Err(testbed::Error::Unsupported { .. }) => {}
             Err(e) => println!("cuBLASLt variant unavailable: {e}"),
         }
     }
+    // cuBLASLt's epilogue for the form, or why it has none.
+    let lt_epilogue = CublasLtEpilogue::of(&form.epilogue(Some(()))).map(|e| e.name(job.o.bias));
+    if !form.is_seed() {
+        let lt = match lt_epilogue {
+            Ok(name) if form.residual => format!("{name} + beta·C through its C"),
+            Ok(name) => name.to_string(),
+            Err(why) => format!("none, its row is n/a ({why})"),
+        };
+        println!(
+            "epilogue: ours fused; cuBLAS + elementwise: the same epilogue in a second pass over out; cuBLASLt: {lt}"
+        );
+    }
+    let lt_name = lt_epilogue.ok();
 
     let plan = job.launch(Variant::Ours)?;
     match plan {
@@ -408,8 +468,16 @@ fn run(o: Opts, ctx: Arc<CudaContext>) -> testbed::Result<ExitCode> {
     while points.len() < SAMPLES.min(m * n) {
         points.push((rng.below(m), rng.below(n)));
     }
-    let refs: Vec<_> =
-        points.iter().map(|&(r, c)| ((r, c), reference::element(xm, wm, hb.as_deref(), s, r, c))).collect();
+    // The form's f64 reference: Epilogue::reference(v, C) of the f64 v (for the seed form,
+    // reference::element's v·s + v).
+    let reference = form.epilogue(Some(()));
+    let refs: Vec<_> = points
+        .iter()
+        .map(|&(r, c)| {
+            let c_value = hc.as_ref().map_or(0.0, |hc| hc[r * n + c] as f64);
+            ((r, c), reference::epilogue_element(xm, wm, hb.as_deref(), &reference, c_value, r, c))
+        })
+        .collect();
     let errors: Vec<Option<SpotError>> = host
         .iter()
         .enumerate()
@@ -423,7 +491,7 @@ fn run(o: Opts, ctx: Arc<CudaContext>) -> testbed::Result<ExitCode> {
     for v in VARIANTS {
         let i = v.index();
         let Some(ms) = medians[i] else {
-            println!("| {} | n/a | n/a | n/a | not available |", v.label());
+            println!("| {} | n/a | n/a | n/a | not available |", v.label(form, lt_name));
             continue;
         };
         let err = match &errors[i] {
@@ -436,7 +504,8 @@ fn run(o: Opts, ctx: Arc<CudaContext>) -> testbed::Result<ExitCode> {
             None if v == Variant::CublasGemm => "n/a (computes x·wᵀ only)".into(),
             None => "n/a".into(),
         };
-        println!("| {} | {:.4} | {:.1} | {:.3}× | {} |", v.label(), ms, flop / (ms * 1e-3) / 1e12, ms / t_ours, err);
+        let label = v.label(form, lt_name);
+        println!("| {label} | {:.4} | {:.1} | {:.3}× | {} |", ms, flop / (ms * 1e-3) / 1e12, ms / t_ours, err);
     }
     println!();
     println!(

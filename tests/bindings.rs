@@ -66,6 +66,12 @@ fn layouts_match_what_the_kernels_expect() {
     assert_eq!(offset_of!(sys::GeStreamK, tiles), 32);
     assert_eq!(size_of::<sys::GeStreamK>(), 40);
     assert_eq!(offset_of!(sys::GeSm90Params, stream_k), 512 + 104);
+    // The elementwise pass: out, bias, ldo, the epilogue (as GeProblem's), then m and n.
+    assert_eq!(offset_of!(sys::GeElementwiseParams, ldo), 16);
+    assert_eq!(offset_of!(sys::GeElementwiseParams, epilogue), 24);
+    assert_eq!(offset_of!(sys::GeElementwiseParams, m), 56);
+    assert_eq!(offset_of!(sys::GeElementwiseParams, n), 60);
+    assert_eq!(size_of::<sys::GeElementwiseParams>(), 64);
     // The repack's mode and the offset of a split's small parts.
     assert_eq!(offset_of!(sys::GeRepackParams, mode), 40);
     assert_eq!(offset_of!(sys::GeRepackParams, small_offset), 48);

@@ -11,7 +11,7 @@
 mod common;
 
 use common::{Gpu, Rng};
-use gemm_epilogue::cudarc::driver::CudaSlice;
+use gemm_epilogue::cudarc::driver::{CudaSlice, CudaView};
 use gemm_epilogue::{Activation, Dispatch, Epilogue, Error, Family, Gemm, Kernel, MatrixMut, MatrixRef};
 
 const POISON: u32 = 0x7fc0_dead;
@@ -181,4 +181,71 @@ fn every_form_on_every_kernel_is_its_formula_of_the_seed_paths_v() {
         assert!(families.contains(f), "no {f:?} kernel ran a case");
     }
     assert!(stream_k, "no case ran with stream-K");
+}
+
+/// The unfused baseline's second pass (`CublasBaseline::elementwise`, after cuBLAS's GEMM in the
+/// benches) applies the fused kernels' functor: run on a kernel's `acc` (its output with no bias
+/// and no `f`), `f(acc + b) + β·C` must equal that kernel's fused output bitwise for every form,
+/// with and without `C` (same `acc`, same `v`, same roundings). Dense rows of whole float4s and
+/// an odd N (the scalar tail). In place, `C = out` is the `acc` the pass reads.
+#[test]
+fn the_baselines_elementwise_pass_is_the_fused_epilogue_of_the_same_acc() {
+    let Some(g) = common::gpu() else { return };
+    let mut rng = common::rng("baselines_elementwise_pass");
+    let beta = 0.75f32;
+    let mut ran = 0;
+    for (m, n, k) in [(130, 96, 64), (33, 45, 32), (4, 67, 256)] {
+        let up = |v: &[f32]| g.stream.clone_htod(v).expect("upload");
+        let x = up(&(0..m * k).map(|_| rng.sym(2.0)).collect::<Vec<_>>());
+        let w = up(&(0..n * k).map(|_| rng.sym(2.0 / (k as f32).sqrt())).collect::<Vec<_>>());
+        let bias = up(&(0..n).map(|_| rng.sym(1.0)).collect::<Vec<_>>());
+        let c = up(&(0..m * n).map(|_| rng.sym(3.0)).collect::<Vec<_>>());
+        let (xr, wr, cr) =
+            (MatrixRef::from_slice(&x, m, k), MatrixRef::from_slice(&w, n, k), MatrixRef::from_slice(&c, m, n));
+        let b = bias.as_view();
+        for kernel in Kernel::ALL {
+            let gemm = g.gemm.with_dispatch(Dispatch::Force(kernel));
+            // No workspace: nothing split or repacked, so every form's call of the kernel has
+            // the same acc.
+            let fused = |bias: Option<&CudaView<'_, f32>>, epilogue: Epilogue<&MatrixRef<'_>>| {
+                let mut out = g.stream.alloc_zeros::<f32>(m * n).expect("alloc");
+                let mut o = MatrixMut::from_slice(&mut out, m, n);
+                match gemm.run_gemm(&g.stream, Gemm { x: &xr, w: &wr, bias, epilogue, out: &mut o, workspace: None }) {
+                    Ok(_) => Some(g.stream.clone_dtoh(&out).expect("download")),
+                    Err(Error::KernelUnavailable { .. }) => None,
+                    Err(e) => panic!("{kernel:?}: {e}"),
+                }
+            };
+            let Some(acc) = fused(None, Epilogue::linear()) else { continue };
+            let pass = |epilogue: Epilogue<&MatrixRef<'_>>| {
+                let mut out = up(&acc);
+                let mut o = MatrixMut::from_slice(&mut out, m, n);
+                g.baseline.elementwise(Some(&b), epilogue, &mut o).unwrap_or_else(|e| panic!("{kernel:?}: {e}"));
+                g.stream.clone_dtoh(&out).expect("download")
+            };
+            for a in FORMS {
+                for epilogue in [Epilogue::activation(a), Epilogue::activation(a).with_residual(&cr, beta)] {
+                    let want = fused(Some(&b), epilogue).expect("ran once");
+                    let got = pass(epilogue);
+                    for (i, (&got, &want)) in got.iter().zip(&want).enumerate() {
+                        let with_c = epilogue.residual.is_some();
+                        assert!(
+                            same(got, want),
+                            "{kernel:?} {m}×{n}×{k} {a:?} (C: {with_c}) [{i}]: {got:e} vs {want:e}"
+                        );
+                    }
+                }
+                // C = out: the pass reads each acc before the same thread overwrites it.
+                let acc_dev = up(&acc);
+                let acc_as_c = MatrixRef::from_slice(&acc_dev, m, n);
+                let want = pass(Epilogue::activation(a).with_residual(&acc_as_c, beta));
+                let got = pass(Epilogue::activation(a).with_residual_out(beta));
+                for (i, (&got, &want)) in got.iter().zip(&want).enumerate() {
+                    assert!(same(got, want), "{kernel:?} {m}×{n}×{k} {a:?} in place [{i}]: {got:e} vs {want:e}");
+                }
+            }
+            ran += 1;
+        }
+    }
+    assert!(ran > 0, "no kernel ran without a workspace");
 }

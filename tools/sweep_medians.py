@@ -9,7 +9,8 @@ samples, and a single point can move by 5-15 % between runs of the same build
 summary next to the per-point medians over all of them: the geometric mean, the worst median
 and its point, the points whose median is behind cuBLAS + elementwise, the named points, and
 the points above 1.03 in any run with all their ratios. It reads the sweep report's "Points"
-table by its column names and ignores everything else.
+table by its column names, and the epilogue form from its "Epilogue: `FORM`" line (none: the
+seed's), refusing runs of different forms; it ignores everything else.
 """
 import math
 import statistics
@@ -25,9 +26,11 @@ NAMED = [((1, 4096, 4096), 1.00), ((16, 4096, 4096), 1.00), ((1, 768, 3072), 1.1
 
 
 def read(path):
-    """{(m, n, k): {key: ratio}} from one report's points table, and its title line."""
-    points, header, title = {}, None, path
+    """{(m, n, k): {key: ratio}} from one report's points table, its title line and its epilogue form."""
+    points, header, title, form = {}, None, path, "seed"
     for line in open(path, encoding="utf-8"):
+        if line.startswith("Epilogue: `"):
+            form = line.split("`")[1]
         if line.startswith("## sweep run"):
             # "## sweep run, DATE TIME UTC, commit C ...": keep the time and the commit.
             parts = line[3:].split(", ")
@@ -46,7 +49,7 @@ def read(path):
         points[shape] = {key: float(row[col]) for col, key in COLUMNS.items() if col in row}
     if not points:
         sys.exit(f"{path}: no points table")
-    return title, points
+    return title, points, form
 
 
 def geomean(values):
@@ -71,16 +74,19 @@ def main(paths):
     if len(paths) < 2:
         sys.exit(__doc__)
     runs = [read(p) for p in paths]
-    shapes = set(runs[0][1])
-    for path, (_, points) in zip(paths, runs):
+    shapes, form = set(runs[0][1]), runs[0][2]
+    for path, (_, points, this_form) in zip(paths, runs):
         if set(points) != shapes:
             sys.exit(f"{path}: not the same points as {paths[0]}")
+        if this_form != form:
+            sys.exit(f"{path}: epilogue {this_form}, not {paths[0]}'s {form}")
+    epilogue = "" if form == "seed" else f", epilogue {form}"
     medians = {s: {k: statistics.median(r[1][s][k] for r in runs) for k in COLUMNS.values()} for s in shapes}
     for key in ("raw", "prepared"):
-        print(f"\n### ours, Tf32 ({key} W) / cuBLAS alone\n")
+        print(f"\n### ours, Tf32 ({key} W) / cuBLAS alone{epilogue}\n")
         print("| run | geomean | worst | points ≤ 1.03 | points behind cuBLAS + ew | named points |")
         print("|---|---:|---|---:|---|---|")
-        for path, (title, points) in zip(paths, runs):
+        for path, (title, points, _) in zip(paths, runs):
             summary(f"{title} ({path.rsplit('/', 1)[-1]})", points, key)
         summary(f"median over the {len(runs)} runs, per point", medians, key)
     print("\n### Points above 1.03 in any run (raw W / cuBLAS alone, run by run; median)\n")

@@ -12,6 +12,16 @@
 //! - cuBLASLt's TF32 GEMM with its bias epilogue, `alpha = 1+s` (one library call with a fused
 //!   epilogue: what a like-for-like single kernel costs NVIDIA; it rounds differently).
 //!
+//! That is the seed form, `v·s + v` (s = 0.5). `GEMM_EPILOGUE_SWEEP_EPILOGUE=FORM` runs another
+//! epilogue form instead (`testbed::Form`: `identity`, `relu`, `gelu`, `gelu_tanh`, `silu`,
+//! `residual` = `identity+residual`, or any of them `+residual`: `+ C`, C a fresh M × N matrix,
+//! β = 1): ours (all three) fused with that `Epilogue`, cuBLAS's GEMM + the elementwise pass
+//! applying the same epilogue, and cuBLASLt with its own epilogue for the form where it has one
+//! (`BIAS` for identity and residual, `RELU_BIAS`, `GELU_BIAS` for gelu_tanh; none for gelu,
+//! silu or an activation + residual: its columns stay empty); cuBLAS's GEMM alone as ever. The
+//! errors are against the form's f64 reference, and the report names the form in a line of its
+//! own (`Epilogue: FORM, ...`); its tables keep their columns.
+//!
 //! Before timing, one call of each variant of ours gives its plan (kernel, repacks, stream-K),
 //! and one call of each of ours and of cuBLASLt, into an output poisoned with NaN, its error
 //! against the f64 reference on sampled elements. After the points, the fixed
@@ -36,6 +46,7 @@
 //!   (and listed as not measured), so a run fits one device command (default 360);
 //! - `GEMM_EPILOGUE_SOAK_S`: seconds of load before the first point (default 15; 0 = none): a
 //!   cold H200 runs at its top clock until its power cap catches up (docs/BENCHMARKS.md);
+//! - `GEMM_EPILOGUE_SWEEP_EPILOGUE`: the epilogue form (default `seed`; above);
 //! - `GEMM_EPILOGUE_BENCH_OUT`: where the report goes.
 //!
 //! Without `--bench` (`cargo test --benches`) it times the first point with one round and
@@ -52,8 +63,8 @@ mod report;
 use std::io::Write as _;
 use std::time::Instant;
 
-use gemm_epilogue::testbed::{CublasBaseline, CublasLtLinear};
-use point::{Case, Variant};
+use gemm_epilogue::testbed::{CublasBaseline, CublasLtEpilogue, CublasLtLinear, Form};
+use point::{Case, Variant, SCALE};
 
 const FIXED_COST_ID: &str = "sweep/fixed_cost";
 /// The point the soak runs: large enough to hold the card at its power cap.
@@ -70,6 +81,16 @@ fn main() {
         std::process::exit(1);
     }
     let args = common::args::parse();
+    let form = match std::env::var("GEMM_EPILOGUE_SWEEP_EPILOGUE") {
+        Err(_) => Form::seed(SCALE),
+        Ok(name) => match Form::parse(&name, SCALE) {
+            Some(form) => form,
+            None => {
+                eprintln!("error: GEMM_EPILOGUE_SWEEP_EPILOGUE={name:?}: expected one of {}", Form::NAMES);
+                std::process::exit(1);
+            }
+        },
+    };
     let chosen = match points::selected(std::env::var("GEMM_EPILOGUE_SWEEP_POINTS").ok().as_deref()) {
         Ok(p) => p,
         Err(e) => {
@@ -95,6 +116,12 @@ fn main() {
     let blas = CublasBaseline::new(&gemm, stream.clone()).expect("cuBLAS handle");
     let lt = CublasLtLinear::new(&gemm, stream.clone()).expect("cuBLASLt handle");
     println!("device: {device}");
+    if !form.is_seed() {
+        println!("epilogue: {} (out = {})", form.name(), form.pytorch());
+        if let Err(why) = CublasLtEpilogue::of(&form.epilogue(Some(()))) {
+            println!("cuBLASLt: no epilogue for this form ({why}); its columns stay empty");
+        }
+    }
 
     let (mut rounds, mut soak_s) =
         (env("GEMM_EPILOGUE_SWEEP_ROUNDS", 30usize).max(1), env("GEMM_EPILOGUE_SOAK_S", 15.0f64));
@@ -104,7 +131,7 @@ fn main() {
         todo.truncate(1);
     }
     if soak_s > 0.0 {
-        let soaked = Case::new(&gemm, &blas, &lt, &stream, SOAK_POINT).and_then(|mut c| c.soak(soak_s));
+        let soaked = Case::new(&gemm, &blas, &lt, &stream, SOAK_POINT, form).and_then(|mut c| c.soak(soak_s));
         match soaked {
             Ok(calls) => println!("soaked {calls} calls of {} in {soak_s} s", SOAK_POINT.id()),
             Err(e) => println!("soak failed: {e}"),
@@ -118,13 +145,13 @@ fn main() {
             continue;
         }
         let t = Instant::now();
-        match Case::new(&gemm, &blas, &lt, &stream, p).and_then(|mut c| c.measure(rounds).map(|r| (r, c.seed))) {
+        match Case::new(&gemm, &blas, &lt, &stream, p, form).and_then(|mut c| c.measure(rounds).map(|r| (r, c.seed))) {
             Ok((r, seed)) => {
                 let alone = r.median_ms[3];
                 let ratios: Vec<String> = Variant::ALL
                     .iter()
                     .zip(r.median_ms)
-                    .map(|(v, ms)| format!("{} {ms:.4} ms ({:.3})", v.label(), ms / alone))
+                    .map(|(v, ms)| format!("{} {ms:.4} ms ({:.3})", v.label(form), ms / alone))
                     .collect();
                 println!("[{}] seed {seed:#x}, {:.1} s; {}", p.id(), t.elapsed().as_secs_f64(), ratios.join("; "));
                 println!(
@@ -158,6 +185,7 @@ fn main() {
         rounds,
         soak_s,
         sm90: gemm.device().is_hopper(),
+        form,
         rows: &rows,
         missing: &missing,
         fixed: &fixed,

@@ -1,16 +1,19 @@
 //! One point of the sweep: fresh random operands on the device, the six variants it times,
-//! the plan each of ours runs, and the error of ours and of cuBLASLt against the f64 reference.
+//! the plan each of ours runs, and the error of ours and of cuBLASLt against the f64 reference,
+//! all with the run's epilogue form (`GEMM_EPILOGUE_SWEEP_EPILOGUE`; the seed's `v·s + v` by
+//! default).
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use gemm_epilogue::cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use gemm_epilogue::testbed::reference::{self, HostMatrix, SplitMix64 as Rng};
-use gemm_epilogue::testbed::{self, timing, CublasBaseline, CublasLtLinear, CublasLtPlan};
-use gemm_epilogue::{FusedGemm, MatrixMut, MatrixRef, Plan, PreparedWeight};
+use gemm_epilogue::testbed::{self, timing, CublasBaseline, CublasLtEpilogue, CublasLtLinear, CublasLtPlan, Form};
+use gemm_epilogue::{FusedGemm, Gemm, MatrixMut, MatrixRef, Plan, PreparedWeight};
 
 use crate::points;
 
+/// The seed form's `s`.
 pub const SCALE: f32 = 0.5;
 /// Rows and columns of `out` compared with the f64 reference per variant of ours.
 const CHECK_ROWS: usize = 16;
@@ -19,7 +22,8 @@ const CHECK_COLS: usize = 32;
 /// has to settle its own clocks and caches).
 const WARM_UP_MS: f64 = 10.0;
 
-/// What each point times, in the order of [`Variant::ALL`] (the report's column order).
+/// What each point times, in the order of [`Variant::ALL`] (the report's column order). Every
+/// variant but [`Variant::CublasAlone`] computes the run's epilogue form.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
     /// `FusedGemm` as it comes (`Precision::Tf32`, `Dispatch::Auto`) on the raw W, with the
@@ -31,11 +35,14 @@ pub enum Variant {
     Truncated,
     /// cuBLAS's TF32 GEMM, no bias, no epilogue: the ceiling to beat.
     CublasAlone,
-    /// cuBLAS's TF32 GEMM and the elementwise pass: what a user gets without this crate.
+    /// cuBLAS's TF32 GEMM and the elementwise pass (the form's epilogue in a second pass): what a
+    /// user gets without this crate.
     CublasElementwise,
     /// One `cublasLtMatmul` with the bias epilogue, `alpha = 1+s` and the bias pre-scaled by
     /// `1+s`: NVIDIA's own GEMM with a fused epilogue, the like-for-like single kernel (it
-    /// rounds differently: `(1+s)·acc + round((1+s)·b)` in place of `v·s + v`).
+    /// rounds differently: `(1+s)·acc + round((1+s)·b)` in place of `v·s + v`). For another
+    /// form, cuBLASLt's own epilogue for it where it has one ([`CublasLtEpilogue`]), else none
+    /// (its column stays empty).
     CublasLt,
 }
 
@@ -50,14 +57,22 @@ impl Variant {
     ];
     pub const OURS: [Variant; 3] = [Variant::Tf32Raw, Variant::Tf32Prepared, Variant::Truncated];
 
-    pub fn label(self) -> &'static str {
+    /// Its label in a run of `form`.
+    pub fn label(self, form: Form) -> String {
         match self {
-            Variant::Tf32Raw => "ours, Tf32 (default), raw W",
-            Variant::Tf32Prepared => "ours, Tf32, prepared W (Linear)",
-            Variant::Truncated => "ours, Tf32Truncated (opt-in), raw W",
-            Variant::CublasAlone => "cuBLAS TF32 GEMM alone",
-            Variant::CublasElementwise => "cuBLAS TF32 GEMM + elementwise",
-            Variant::CublasLt => "cuBLASLt TF32 GEMM + bias epilogue (1 call)",
+            Variant::Tf32Raw => "ours, Tf32 (default), raw W".into(),
+            Variant::Tf32Prepared => "ours, Tf32, prepared W (Linear)".into(),
+            Variant::Truncated => "ours, Tf32Truncated (opt-in), raw W".into(),
+            Variant::CublasAlone => "cuBLAS TF32 GEMM alone".into(),
+            Variant::CublasElementwise => "cuBLAS TF32 GEMM + elementwise".into(),
+            Variant::CublasLt if form.is_seed() => "cuBLASLt TF32 GEMM + bias epilogue (1 call)".into(),
+            Variant::CublasLt => match CublasLtEpilogue::of(&form.epilogue(Some(()))) {
+                Ok(e) => format!(
+                    "cuBLASLt TF32 GEMM + {} epilogue (1 call)",
+                    e.name(true).trim_start_matches("CUBLASLT_EPILOGUE_")
+                ),
+                Err(_) => "cuBLASLt TF32 GEMM (no epilogue for this form)".into(),
+            },
         }
     }
 }
@@ -97,11 +112,15 @@ pub struct Case<'g> {
     x: CudaSlice<f32>,
     w: CudaSlice<f32>,
     b: CudaSlice<f32>,
+    /// The residual C (M × N) of a `+residual` form.
+    c: Option<CudaSlice<f32>>,
     out: CudaSlice<f32>,
     prepared: PreparedWeight,
     /// The workspace each variant of ours asks for (`workspace_len`), allocated once.
     workspaces: [Option<CudaSlice<f32>>; 3],
     host: (Vec<f32>, Vec<f32>, Vec<f32>),
+    host_c: Option<Vec<f32>>,
+    form: Form,
     pub seed: u64,
 }
 
@@ -112,6 +131,7 @@ impl<'g> Case<'g> {
         lt: &'g CublasLtLinear,
         stream: &Arc<CudaStream>,
         p: points::Point,
+        form: Form,
     ) -> testbed::Result<Self> {
         let (m, n, k) = (p.m, p.n, p.k);
         let t = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
@@ -120,18 +140,24 @@ impl<'g> Case<'g> {
         let hx = fill(m * k, seed, |r| r.unit());
         let hw = fill(n * k, seed ^ 0x9e37_79b9_7f4a_7c15, |r| r.sym(a));
         let hb = fill(n, seed ^ 0xbf58_476d_1ce4_e5b9, |r| r.sym(a));
+        // The residual: fresh data of v's order of magnitude.
+        let hc = form.residual.then(|| fill(m * n, seed ^ 0x94d0_49bb_1331_11eb, |r| r.sym(1.0)));
         let x = stream.clone_htod(&hx)?;
         let w = stream.clone_htod(&hw)?;
         let b = stream.clone_htod(&hb)?;
+        let c = hc.as_ref().map(|hc| stream.clone_htod(hc)).transpose()?;
         let mut out = stream.alloc_zeros::<f32>(m * n)?;
-        let lt_plan = match lt.prepare(
+        let cr = c.as_ref().map(|c| MatrixRef::from_slice(c, m, n));
+        let lt_plan = match lt.prepare_epilogue(
             &MatrixRef::from_slice(&x, m, k),
             &MatrixRef::from_slice(&w, n, k),
             Some(&b.as_view()),
-            SCALE,
+            form.epilogue(cr.as_ref()),
             &MatrixMut::from_slice(&mut out, m, n),
         ) {
             Ok(plan) => Some(plan),
+            // The form has no cuBLASLt epilogue: the report says so once.
+            Err(testbed::Error::Unsupported { .. }) => None,
             Err(e) => {
                 println!("[{}] cuBLASLt: no plan ({e}); its column stays empty", p.id());
                 None
@@ -164,10 +190,13 @@ impl<'g> Case<'g> {
             x,
             w,
             b,
+            c,
             out,
             prepared,
             workspaces,
             host: (hx, hw, hb),
+            host_c: hc,
+            form,
             seed,
         })
     }
@@ -178,44 +207,40 @@ impl<'g> Case<'g> {
         let x = MatrixRef::from_slice(&self.x, m, k);
         let w = MatrixRef::from_slice(&self.w, n, k);
         let b = self.b.as_view();
+        let c = self.c.as_ref().map(|c| MatrixRef::from_slice(c, m, n));
+        let epilogue = self.form.epilogue(c.as_ref());
         let mut out = MatrixMut::from_slice(&mut self.out, m, n);
         let s = &self.stream;
-        let plan = match v {
+        let (gemm, slot) = match v {
             Variant::CublasAlone => return self.blas.gemm(&x, &w, &mut out).map(|_| None),
             Variant::CublasElementwise => {
-                return self.blas.linear_scale_residual(&x, &w, Some(&b), SCALE, &mut out).map(|_| None)
+                return self.blas.linear_epilogue(&x, &w, Some(&b), epilogue, &mut out).map(|_| None)
             }
             Variant::CublasLt => {
-                return self.lt_plan.as_ref().map_or(Ok(()), |plan| self.lt.run(plan, &x, &w, &mut out)).map(|_| None)
+                return self
+                    .lt_plan
+                    .as_ref()
+                    .map_or(Ok(()), |plan| self.lt.run_with(plan, &x, &w, c.as_ref(), &mut out))
+                    .map(|_| None)
             }
-            Variant::Tf32Raw => match &mut self.workspaces[0] {
-                Some(ws) => self.gemm.run_with_workspace(s, &x, &w, Some(&b), SCALE, &mut out, &mut ws.as_view_mut()),
-                None => self.gemm.run(s, &x, &w, Some(&b), SCALE, &mut out),
-            },
-            Variant::Tf32Prepared => match &mut self.workspaces[1] {
-                Some(ws) => self.gemm.run_with_workspace(
-                    s,
-                    &x,
-                    &self.prepared,
-                    Some(&b),
-                    SCALE,
-                    &mut out,
-                    &mut ws.as_view_mut(),
-                ),
-                None => self.gemm.run(s, &x, &self.prepared, Some(&b), SCALE, &mut out),
-            },
-            Variant::Truncated => match &mut self.workspaces[2] {
-                Some(ws) => {
-                    self.truncated.run_with_workspace(s, &x, &w, Some(&b), SCALE, &mut out, &mut ws.as_view_mut())
-                }
-                None => self.truncated.run(s, &x, &w, Some(&b), SCALE, &mut out),
-            },
+            Variant::Tf32Raw => (self.gemm, 0),
+            Variant::Tf32Prepared => (self.gemm, 1),
+            Variant::Truncated => (&self.truncated, 2),
+        };
+        // Ours: the handle, W as given or prepared, and the workspace it asked for.
+        let mut ws = self.workspaces[slot].as_mut().map(|ws| ws.as_view_mut());
+        let (bias, out, workspace) = (Some(&b), &mut out, ws.as_mut());
+        let plan = match v {
+            Variant::Tf32Prepared => {
+                gemm.run_gemm(s, Gemm { x: &x, w: &self.prepared, bias, epilogue, out, workspace })
+            }
+            _ => gemm.run_gemm(s, Gemm { x: &x, w: &w, bias, epilogue, out, workspace }),
         };
         Ok(plan?)
     }
 
     /// One call of each variant of ours and of cuBLASLt (also a warm-up): the plans of ours, and
-    /// each one's error on `CHECK_ROWS` × `CHECK_COLS` sampled elements against the f64
+    /// each one's error on `CHECK_ROWS` × `CHECK_COLS` sampled elements against the form's f64
     /// reference (cuBLASLt's last; `None` without a plan).
     pub fn check(&mut self) -> testbed::Result<Checked> {
         let (m, n, k) = (self.p.m, self.p.n, self.p.k);
@@ -224,6 +249,9 @@ impl<'g> Case<'g> {
         let mut rng = Rng::new(self.seed ^ 0x5eed);
         let rows: Vec<usize> = (0..CHECK_ROWS.min(m)).map(|_| rng.below(m)).collect();
         let cols: Vec<usize> = (0..CHECK_COLS.min(n)).map(|_| rng.below(n)).collect();
+        // The form's f64 reference: Epilogue::reference(v, C) of the f64 v (for the seed form,
+        // reference::element's v·s + v).
+        let reference = self.form.epilogue(Some(()));
         // NaN first, so that an element a variant did not write cannot pass for one it did.
         let poison = vec![f32::NAN; m * n];
         let checked = Variant::OURS.into_iter().chain(self.lt_plan.is_some().then_some(Variant::CublasLt));
@@ -234,14 +262,19 @@ impl<'g> Case<'g> {
                 *slot = plan;
             }
             let (hx, hw, hb) = &self.host;
+            let hc = self.host_c.as_deref();
             let (xm, wm) = (HostMatrix::new(hx, m, k), HostMatrix::new(hw, n, k));
             let got: Vec<Vec<f32>> = rows
                 .iter()
                 .map(|&r| self.stream.clone_dtoh(&self.out.slice(r * n..(r + 1) * n)))
                 .collect::<Result<_, _>>()?;
             self.stream.synchronize()?;
+            let reference = &reference;
             let pairs = rows.iter().zip(&got).flat_map(|(&r, got)| {
-                cols.iter().map(move |&c| (got[c], reference::element(xm, wm, Some(hb), SCALE, r, c).value))
+                cols.iter().map(move |&c| {
+                    let c_value = hc.map_or(0.0, |hc| hc[r * n + c] as f64);
+                    (got[c], reference::epilogue_element(xm, wm, Some(hb), reference, c_value, r, c).value)
+                })
             });
             errors[i] = reference::relative_error(pairs);
         }

@@ -1,10 +1,13 @@
 //! The sweep's markdown: a summary against issue 17's and issue 13's targets, every point's
 //! medians and ratios, every point's plans and errors, and the fixed cost of a call.
 //! docs/plot_benchmarks.py --sweep draws the heatmap from the `### Points` table: keep its
-//! column names.
+//! column names. A run of another epilogue form than the seed's (`GEMM_EPILOGUE_SWEEP_EPILOGUE`)
+//! keeps every table as it is and names the form in a line of its own, starting `Epilogue: `
+//! and the form's name in backticks (tools/sweep_medians.py reads it, to refuse mixing forms).
 
 use std::fmt::Write as _;
 
+use gemm_epilogue::testbed::{CublasLtEpilogue, Form};
 use gemm_epilogue::{Family, Plan};
 
 use crate::fixed_cost;
@@ -67,6 +70,8 @@ pub struct Run<'a> {
     pub rounds: usize,
     pub soak_s: f64,
     pub sm90: bool,
+    /// The epilogue form every variant but cuBLAS alone computed.
+    pub form: Form,
     pub rows: &'a [Measured],
     /// Points not measured, and why.
     pub missing: &'a [(Point, String)],
@@ -80,11 +85,27 @@ pub fn markdown(run: &Run<'_>) -> String {
     rows.sort_by_key(|r| (layer(r.point), r.point.m));
     let all = run.rows;
     let n = all.len();
+    let form = run.form;
+    let what =
+        if form.is_seed() { format!("s = {}", crate::point::SCALE) } else { format!("epilogue `{}`", form.name()) };
     let _ = writeln!(
         s,
-        "\n{n} points, each {} interleaved rounds of one sample (≥ 0.5 ms of back-to-back calls) per variant, medians; soak {} s; s = {}.",
-        run.rounds, run.soak_s, crate::point::SCALE
+        "\n{n} points, each {} interleaved rounds of one sample (≥ 0.5 ms of back-to-back calls) per variant, medians; soak {} s; {what}.",
+        run.rounds, run.soak_s
     );
+    if !form.is_seed() {
+        let lt = match CublasLtEpilogue::of(&form.epilogue(Some(()))) {
+            Ok(e) => format!("cuBLASLt's columns its `{}`", e.name(true)),
+            Err(why) => format!("cuBLASLt none ({why}): its columns stay empty"),
+        };
+        let c = if form.residual { ", C a fresh M × N matrix" } else { "" };
+        let _ = writeln!(
+            s,
+            "Epilogue: `{}`, out = {} with y = F.linear(x, w, b){c}: ours fused; cuBLAS + elementwise the same epilogue in a second pass; {lt}; errors against the form's f64 reference.",
+            form.name(),
+            form.pytorch()
+        );
+    }
     if !run.missing.is_empty() {
         let list: Vec<String> = run.missing.iter().map(|(p, why)| format!("{} ({why})", name(*p))).collect();
         let _ = writeln!(s, "Not measured: {}.", list.join(", "));
@@ -92,7 +113,7 @@ pub fn markdown(run: &Run<'_>) -> String {
     if n == 0 {
         return s;
     }
-    summary(&mut s, all, run.sm90);
+    summary(&mut s, all, run.sm90, form);
     let _ = writeln!(s, "\n### Points (ms; ratio < 1: ours is faster)\n");
     let _ = writeln!(s, "| M | N | K | Tf32 raw W | Tf32 prepared W | Tf32Truncated | cuBLAS alone | cuBLAS + elementwise | cuBLASLt + bias | raw / alone | prepared / alone | truncated / alone | raw / (+ew) | prepared / (+ew) | raw / truncated | prepared / truncated | raw / cuBLASLt | cuBLASLt / alone |");
     let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
@@ -121,9 +142,10 @@ pub fn markdown(run: &Run<'_>) -> String {
     let _ = writeln!(s, "\n### Plans and errors (‖e‖/‖ref‖ against f64 on sampled elements)\n");
     let _ = writeln!(s, "| M×N×K | Tf32, raw W | Tf32, prepared W | Tf32Truncated, raw W | ‖e‖/‖ref‖ raw, prepared, truncated | ‖e‖/‖ref‖ cuBLASLt | calls per sample |");
     let _ = writeln!(s, "|---|---|---|---|---|---|---:|");
+    let no_lt = if CublasLtEpilogue::of(&form.epilogue(Some(()))).is_ok() { "no plan" } else { "no epilogue" };
     for r in &rows {
         let e = &r.errors;
-        let lt = r.lt_error.map_or("no plan".to_string(), |e| format!("{e:.2e}"));
+        let lt = r.lt_error.map_or(no_lt.to_string(), |e| format!("{e:.2e}"));
         let _ = writeln!(
             s,
             "| {} | {} | {} | {} | {:.2e}, {:.2e}, {:.2e} | {lt} | {} |",
@@ -141,7 +163,7 @@ pub fn markdown(run: &Run<'_>) -> String {
     s
 }
 
-fn summary(s: &mut String, all: &[Measured], sm90: bool) {
+fn summary(s: &mut String, all: &[Measured], sm90: bool, form: Form) {
     use Variant::*;
     let n = all.len();
     let _ = writeln!(s, "\n### Summary\n");
@@ -156,10 +178,13 @@ fn summary(s: &mut String, all: &[Measured], sm90: bool) {
         let ahead = all.iter().filter(|r| ratio(r, v, CublasAlone) < 1.0).count();
         let ahead_ew = all.iter().filter(|r| ratio(r, v, CublasElementwise) < 1.0).count();
         let err = all.iter().map(|r| r.errors[i]).fold(0.0, f64::max);
-        let _ =
-            writeln!(s, "| {} | {g:.3} | {ge:.3} | {w} | {ahead} / {n} | {ahead_ew} / {n} | {err:.2e} |", v.label());
+        let _ = writeln!(
+            s,
+            "| {} | {g:.3} | {ge:.3} | {w} | {ahead} / {n} | {ahead_ew} / {n} | {err:.2e} |",
+            v.label(form)
+        );
     }
-    cublaslt(s, all);
+    cublaslt(s, all, form);
     let _ = writeln!(s, "\n**Rounding (issue 13: the default within {:.0} % of Tf32Truncated on every point, no mma.sync fallback on sm_90)**\n", (ROUNDING_BUDGET - 1.0) * 100.0);
     for v in [Tf32Raw, Tf32Prepared] {
         let ok = all.iter().filter(|r| ratio(r, v, Truncated) <= ROUNDING_BUDGET).count();
@@ -186,18 +211,30 @@ fn summary(s: &mut String, all: &[Measured], sm90: bool) {
         } else {
             format!("{} ({})", mma.len(), mma.join(", "))
         };
-        let _ = writeln!(s, "- {}: ≤ {ROUNDING_BUDGET:.2}× Truncated on {ok} / {n} points ({ok13} / {n13} of issue 13's); worst {w}; mma.sync plans: {mma}.", v.label());
+        let _ = writeln!(s, "- {}: ≤ {ROUNDING_BUDGET:.2}× Truncated on {ok} / {n} points ({ok13} / {n13} of issue 13's); worst {w}; mma.sync plans: {mma}.", v.label(form));
     }
     targets(s, all);
 }
 
-/// cuBLASLt's one call with a bias epilogue: what a fused GEMM costs NVIDIA's library against
-/// its GEMM alone, and ours against it, over the points where it had a plan.
-fn cublaslt(s: &mut String, all: &[Measured]) {
+/// cuBLASLt's one call with a bias epilogue (or the form's): what a fused GEMM costs NVIDIA's
+/// library against its GEMM alone, and ours against it, over the points where it had a plan.
+fn cublaslt(s: &mut String, all: &[Measured], form: Form) {
     use Variant::*;
     let with: Vec<&Measured> = all.iter().filter(|r| r.lt_error.is_some() && ms(r, CublasLt).is_finite()).collect();
     let n = with.len();
-    let _ = writeln!(s, "\n**{}** (`alpha = 1+s`, the bias pre-scaled by 1+s: the same math in one library kernel, rounded differently), on the {n} / {} points it had a plan for:\n", CublasLt.label(), all.len());
+    let how = match CublasLtEpilogue::of(&form.epilogue(Some(()))) {
+        _ if form.is_seed() => {
+            "`alpha = 1+s`, the bias pre-scaled by 1+s: the same math in one library kernel, rounded differently"
+                .to_string()
+        }
+        Ok(e) => format!("`{}`: the same math in one library kernel, rounded differently", e.name(true)),
+        Err(why) => {
+            let _ = writeln!(s, "\n**{}**: {why}.", CublasLt.label(form));
+            return;
+        }
+    };
+    let _ =
+        writeln!(s, "\n**{}** ({how}), on the {n} / {} points it had a plan for:\n", CublasLt.label(form), all.len());
     let Some(w_lt) = worst(with.iter().copied(), CublasLt, CublasAlone) else {
         let _ = writeln!(s, "- no plan on any point.");
         return;
@@ -211,7 +248,7 @@ fn cublaslt(s: &mut String, all: &[Measured]) {
         let ahead = with.iter().filter(|r| ratio(r, v, CublasLt) < 1.0).count();
         let w = worst(with.iter().copied(), v, CublasLt)
             .map_or(String::new(), |r| format!("{:.3} at {}", ratio(r, v, CublasLt), name(r.point)));
-        let _ = writeln!(s, "- {} / cuBLASLt: geomean {g:.3}, ahead on {ahead} / {n}, worst {w}.", v.label());
+        let _ = writeln!(s, "- {} / cuBLASLt: geomean {g:.3}, ahead on {ahead} / {n}, worst {w}.", v.label(form));
     }
 }
 

@@ -39,7 +39,8 @@ __device__ __forceinline__ float silu(float v) { return __fdiv_rn(v, __fadd_rn(1
 
 // out = (v * scale) + v,  v = acc + bias[col]   (bias absent: v = acc + -0.0 = acc)
 //
-// The seed's epilogue, and the elementwise baseline's (elementwise/bias_scale_residual.cuh).
+// The seed's epilogue; ActivationResidual (below, what the kernels and the elementwise baseline,
+// elementwise/epilogue.cuh, call) extends it with the other forms.
 struct BiasScaleResidual {
     const float *bias;  // n values or nullptr
     float scale;

@@ -57,15 +57,19 @@ typedef struct GeProblem {
     int32_t k;
 } GeProblem;
 
-/* Second pass of the unfused baseline (cuBLAS GEMM, then this): in place on `out`,
- * out = ((out + bias) * scale) + (out + bias). Same rounding as the fused epilogue. */
+/* Second pass of the unfused baseline (a GEMM wrote acc into `out`, then this kernel,
+ * ge_elementwise_epilogue): in place on `out`, m x n at row stride ldo,
+ *     out = f(out + bias) + beta * C          (f, beta and C from `epilogue`, as in GeProblem)
+ * with the fused kernels' functor, so for the same v = acc + bias the rounding is theirs (bitwise
+ * PyTorch's expression). C is read by the thread that then writes that element of out, so C may be
+ * out itself (ldc == ldo: then C is the acc the pass reads); no other overlap of C with out. */
 typedef struct GeElementwiseParams {
     float *out;
     const float *bias; /* NULL: no bias */
     int64_t ldo;
+    GeEpilogue epilogue;
     int32_t m;
     int32_t n;
-    float scale;
 } GeElementwiseParams;
 
 /* Operand repack, for operands whose rows are not 16-byte aligned (k % 4 != 0, a misaligned

@@ -180,20 +180,20 @@ pub struct GeElementwiseParams {
     pub out: *mut f32,
     pub bias: *const f32,
     pub ldo: i64,
+    pub epilogue: GeEpilogue,
     pub m: i32,
     pub n: i32,
-    pub scale: f32,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of GeElementwiseParams"][::std::mem::size_of::<GeElementwiseParams>() - 40usize];
+    ["Size of GeElementwiseParams"][::std::mem::size_of::<GeElementwiseParams>() - 64usize];
     ["Alignment of GeElementwiseParams"][::std::mem::align_of::<GeElementwiseParams>() - 8usize];
     ["Offset of field: GeElementwiseParams::out"][::std::mem::offset_of!(GeElementwiseParams, out) - 0usize];
     ["Offset of field: GeElementwiseParams::bias"][::std::mem::offset_of!(GeElementwiseParams, bias) - 8usize];
     ["Offset of field: GeElementwiseParams::ldo"][::std::mem::offset_of!(GeElementwiseParams, ldo) - 16usize];
-    ["Offset of field: GeElementwiseParams::m"][::std::mem::offset_of!(GeElementwiseParams, m) - 24usize];
-    ["Offset of field: GeElementwiseParams::n"][::std::mem::offset_of!(GeElementwiseParams, n) - 28usize];
-    ["Offset of field: GeElementwiseParams::scale"][::std::mem::offset_of!(GeElementwiseParams, scale) - 32usize];
+    ["Offset of field: GeElementwiseParams::epilogue"][::std::mem::offset_of!(GeElementwiseParams, epilogue) - 24usize];
+    ["Offset of field: GeElementwiseParams::m"][::std::mem::offset_of!(GeElementwiseParams, m) - 56usize];
+    ["Offset of field: GeElementwiseParams::n"][::std::mem::offset_of!(GeElementwiseParams, n) - 60usize];
 };
 impl Default for GeElementwiseParams {
     fn default() -> Self {

@@ -1,8 +1,9 @@
 //! What a user would do without this crate, for tests and benchmarks to compare against:
 //! cuBLAS's TF32 GEMM (`cublasGemmEx`, `CUBLAS_COMPUTE_32F_FAST_TF32`) writing `acc` into `out`,
-//! then one vectorised elementwise kernel of ours applying the same epilogue functor in a second
-//! pass over `out`. Same math and rounding as the fused kernel for the same `acc`; one extra
-//! read and write of the output.
+//! then one vectorised elementwise kernel of ours applying the fused kernels' epilogue functor in
+//! a second pass over `out`: `out = f(acc + b) + β·C` for any [`Epilogue`] (PyTorch's unfused
+//! `F.linear` followed by `f` and `torch.add`). Same math and rounding as the fused kernel for the
+//! same `acc`; one extra read and write of the output (and a read of `C`).
 
 use std::sync::Arc;
 
@@ -12,13 +13,15 @@ use cudarc::driver::{
 };
 
 use super::Result;
+use crate::epilogue::{Epilogue, Residual, Source};
 use crate::error::{Error, Operand};
-use crate::gemm::{rowwise_grid, FusedGemm};
+use crate::gemm::validate::{validate_residual, Extent};
+use crate::gemm::{rowwise_grid, FusedGemm, Shape};
 use crate::matrix::{MatrixMut, MatrixRef};
-use crate::sys::GeElementwiseParams;
+use crate::sys::{GeElementwiseParams, GeEpilogue};
 
-/// The elementwise pass's symbol (`csrc/elementwise/bias_scale_residual.cuh`).
-const ELEMENTWISE: &str = "ge_elementwise_bias_scale_residual";
+/// The elementwise pass's symbol (`csrc/elementwise/epilogue.cuh`).
+const ELEMENTWISE: &str = "ge_elementwise_epilogue";
 
 /// cuBLAS's compute types the testbed times (`cublasGemmEx`'s `computeType`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,7 +35,7 @@ pub enum CublasCompute {
     Bf16x9,
 }
 
-/// cuBLAS TF32 GEMM + our elementwise epilogue, on one stream.
+/// cuBLAS TF32 GEMM + our elementwise epilogue (any [`Epilogue`]), on one stream.
 #[derive(Debug)]
 pub struct CublasBaseline {
     blas: CudaBlas,
@@ -119,8 +122,17 @@ impl CublasBaseline {
         Ok(())
     }
 
-    /// The second pass alone: `out = ((out + b) * s) + (out + b)` in place.
-    pub fn elementwise(&self, bias: Option<&CudaView<'_, f32>>, scale: f32, out: &mut MatrixMut<'_>) -> Result<()> {
+    /// The second pass alone, in place on `out` (which holds a GEMM's `acc`):
+    /// `out = f(out + b) + β·C` with `epilogue`'s `f`, `β` and `C`, each element rounded as the
+    /// fused kernels round the same `v = acc + b` (their functor, `csrc/common/epilogue.cuh`).
+    /// `C` is an M × N view, or [`Source::Out`]: `out` as this pass finds it (the `acc` it reads),
+    /// each element read by the thread that then writes it.
+    pub fn elementwise(
+        &self,
+        bias: Option<&CudaView<'_, f32>>,
+        epilogue: Epilogue<&MatrixRef<'_>>,
+        out: &mut MatrixMut<'_>,
+    ) -> Result<()> {
         let (m, n) = (out.rows, out.cols);
         if let Some(b) = bias {
             if b.len() != n {
@@ -132,12 +144,19 @@ impl CublasBaseline {
                 .into());
             }
         }
+        let c = match epilogue.residual {
+            Some(Residual { source: Source::Matrix(c), .. }) => Some(c),
+            _ => None,
+        };
         let ctx = self.stream.context().cu_ctx();
         if out.data.stream().context().cu_ctx() != ctx {
             return Err(Error::WrongContext { operand: Some(Operand::Out) }.into());
         }
         if bias.is_some_and(|b| b.stream().context().cu_ctx() != ctx) {
             return Err(Error::WrongContext { operand: Some(Operand::Bias) }.into());
+        }
+        if let Some(c) = c {
+            self.check_residual(Shape { m, n, k: 0 }, c)?;
         }
         if m == 0 || n == 0 {
             return Ok(());
@@ -162,25 +181,89 @@ impl CublasBaseline {
             }
             None => (0, None),
         };
+        let (c_ptr, _cg) = match c {
+            Some(c) => {
+                let (p, g) = c.data.device_ptr(&stream);
+                (p, Some(g))
+            }
+            None => (0, None),
+        };
         let (o_ptr, _og) = out.data.device_ptr_mut(&stream);
+        let (activation, scale) = epilogue.activation.code();
+        let (source, ldc, beta) = match epilogue.residual {
+            Some(Residual { source: Source::Matrix(c), beta }) => (c_ptr, c.ld, beta),
+            // The kernel reads each element of C before the same thread writes it to out.
+            Some(Residual { source: Source::Out, beta }) => (o_ptr, out.ld, beta),
+            None => (0, 0, 0.0),
+        };
         let params = GeElementwiseParams {
             out: o_ptr as *mut f32,
             bias: b_ptr as *const f32,
             ldo: out.ld as i64,
+            epilogue: GeEpilogue { source: source as *const f32, ldc: ldc as i64, scale, beta, activation },
             m: m as i32,
             n: n as i32,
-            scale,
         };
         let grid_dim = rowwise_grid(m, n.div_ceil(4), self.gemm.device().sm_count);
         let cfg = LaunchConfig { grid_dim, block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         let mut launch = stream.launch_builder(&self.elementwise);
         launch.arg(&params);
-        // SAFETY: params match the kernel's `const GeElementwiseParams`; extents validated above.
+        // SAFETY: params match the kernel's `const GeElementwiseParams`; extents validated above
+        // (C's as the fused calls validate it; C cannot overlap out but as out itself, which the
+        // kernel reads before it writes).
         unsafe { launch.launch(cfg) }?;
         Ok(())
     }
 
-    /// cuBLAS GEMM then the elementwise pass: the unfused `linear(x) * s + linear(x)`.
+    /// cuBLAS GEMM then the elementwise pass: the unfused `f(F.linear(x, w, b)) + β·C`, what
+    /// PyTorch runs for the same expression. [`super::Error::Unsupported`] for a residual
+    /// through [`Source::Out`]: the GEMM overwrites `out` before the pass could read it as `C`.
+    pub fn linear_epilogue(
+        &self,
+        x: &MatrixRef<'_>,
+        w: &MatrixRef<'_>,
+        bias: Option<&CudaView<'_, f32>>,
+        epilogue: Epilogue<&MatrixRef<'_>>,
+        out: &mut MatrixMut<'_>,
+    ) -> Result<()> {
+        self.linear_epilogue_as(CublasCompute::Tf32, x, w, bias, epilogue, out)
+    }
+
+    /// [`CublasBaseline::linear_epilogue`] with the GEMM in another of cuBLAS's compute types.
+    pub fn linear_epilogue_as(
+        &self,
+        compute: CublasCompute,
+        x: &MatrixRef<'_>,
+        w: &MatrixRef<'_>,
+        bias: Option<&CudaView<'_, f32>>,
+        epilogue: Epilogue<&MatrixRef<'_>>,
+        out: &mut MatrixMut<'_>,
+    ) -> Result<()> {
+        if matches!(epilogue.residual, Some(Residual { source: Source::Out, .. })) {
+            return Err(super::Error::Unsupported {
+                what: "an in-place residual (C = out) after cuBLAS's GEMM: the GEMM overwrites out first",
+            });
+        }
+        // Everything checked before the GEMM writes out: on error nothing is written.
+        let shape = self.gemm.validate(x, w, bias, &out.view())?;
+        if let Some(Residual { source: Source::Matrix(c), .. }) = epilogue.residual {
+            self.check_residual(shape, c)?;
+        }
+        self.gemm_as(compute, x, w, out)?;
+        self.elementwise(bias, epilogue, out)
+    }
+
+    /// A residual source `C`: M × N in its buffer, in this context (as the fused calls check it).
+    fn check_residual(&self, shape: Shape, c: &MatrixRef<'_>) -> Result<()> {
+        if c.data.stream().context().cu_ctx() != self.stream.context().cu_ctx() {
+            return Err(Error::WrongContext { operand: Some(Operand::Residual) }.into());
+        }
+        validate_residual(shape, Extent { rows: c.rows, cols: c.cols, ld: c.ld, len: c.data.len() })?;
+        Ok(())
+    }
+
+    /// cuBLAS GEMM then the elementwise pass: the unfused `linear(x) * s + linear(x)` (the seed
+    /// form of [`CublasBaseline::linear_epilogue`]).
     pub fn linear_scale_residual(
         &self,
         x: &MatrixRef<'_>,
@@ -189,8 +272,6 @@ impl CublasBaseline {
         scale: f32,
         out: &mut MatrixMut<'_>,
     ) -> Result<()> {
-        self.gemm.validate(x, w, bias, &out.view())?;
-        self.gemm(x, w, out)?;
-        self.elementwise(bias, scale, out)
+        self.linear_epilogue(x, w, bias, Epilogue::scale_add(scale), out)
     }
 }

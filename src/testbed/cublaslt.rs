@@ -8,6 +8,13 @@
 //! `F.linear` + a folded scale would cost, and the floor for "one cuBLASLt call"; compare results
 //! against it with a tolerance, never bit-exactly.
 //!
+//! The other epilogue forms ([`CublasLtLinear::prepare_epilogue`]) use cuBLASLt's own epilogue
+//! where it has one ([`CublasLtEpilogue`]): `CUBLASLT_EPILOGUE_BIAS` for `F.linear`, `RELU_BIAS`
+//! for ReLU, `GELU_BIAS` for GELU's tanh form (cuBLASLt's GELU is the tanh approximation), and a
+//! residual `+ β·C` through cuBLASLt's own `β·C` where `f` is linear (cuBLASLt adds `C` before its
+//! activation, PyTorch after it). It has none for GELU (erf) or SiLU, nor for an activation
+//! followed by a residual: `prepare_epilogue` says so ([`super::Error::Unsupported`]).
+//!
 //! Everything that does not depend on the data is done once, in [`CublasLtLinear::prepare`]: the
 //! descriptors, the layouts, the heuristic query (one algorithm, chosen for the shape, strides and
 //! pointer alignments), and the pre-scaled bias buffer. [`CublasLtLinear::run`] is one
@@ -18,15 +25,72 @@ use std::sync::Arc;
 
 use cudarc::cublaslt::result as lt;
 use cudarc::cublaslt::sys;
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, DevicePtr, DevicePtrMut, DeviceSlice};
 
 use super::Result;
-use crate::error::Error;
-use crate::gemm::FusedGemm;
+use crate::epilogue::{Activation, Epilogue, Residual, Source};
+use crate::error::{Error, Operand};
+use crate::gemm::validate::{validate_residual, Extent};
+use crate::gemm::{FusedGemm, Shape};
 use crate::matrix::{MatrixMut, MatrixRef};
 
 /// Workspace handed to cuBLASLt: NVIDIA's recommendation for Hopper (32 MiB).
 const WORKSPACE_BYTES: usize = 32 << 20;
+
+/// The cuBLASLt epilogue one call applies: `D = g(α·acc + β·C + b′)` with `g` one of cuBLASLt's
+/// epilogues (without a bias, the same epilogue without `_BIAS`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CublasLtEpilogue {
+    /// The seed's `v·s + v`: `CUBLASLT_EPILOGUE_BIAS`, `α = 1 + s`, `b′ = round((1+s)·b)` (the
+    /// same algebra, other roundings).
+    ScaleAdd(f32),
+    /// `F.linear`: `CUBLASLT_EPILOGUE_BIAS`.
+    Bias,
+    /// `torch.relu`: `CUBLASLT_EPILOGUE_RELU_BIAS`.
+    ReluBias,
+    /// `F.gelu(approximate="tanh")`: `CUBLASLT_EPILOGUE_GELU_BIAS`.
+    GeluBias,
+}
+
+impl CublasLtEpilogue {
+    /// cuBLASLt's epilogue for `epilogue`, or why it has none.
+    pub fn of<M>(epilogue: &Epilogue<M>) -> Result<Self, &'static str> {
+        let lt = match epilogue.activation {
+            Activation::ScaleAdd(s) => CublasLtEpilogue::ScaleAdd(s),
+            Activation::Identity => CublasLtEpilogue::Bias,
+            Activation::Relu => CublasLtEpilogue::ReluBias,
+            Activation::GeluTanh => CublasLtEpilogue::GeluBias,
+            Activation::Gelu => return Err("cuBLASLt has no erf GELU epilogue (its GELU is the tanh form)"),
+            Activation::Silu => return Err("cuBLASLt has no SiLU epilogue"),
+        };
+        let linear = matches!(lt, CublasLtEpilogue::ScaleAdd(_) | CublasLtEpilogue::Bias);
+        if epilogue.residual.is_some() && !linear {
+            return Err("cuBLASLt adds beta*C before its activation, not after it");
+        }
+        Ok(lt)
+    }
+
+    /// cuBLASLt's name for it, with a bias or without (`CUBLASLT_EPILOGUE_RELU_BIAS`).
+    pub fn name(self, bias: bool) -> &'static str {
+        self.code(bias).1
+    }
+
+    fn code(self, bias: bool) -> (sys::cublasLtEpilogue_t, &'static str) {
+        use sys::cublasLtEpilogue_t as E;
+        match (self, bias) {
+            (CublasLtEpilogue::ScaleAdd(_) | CublasLtEpilogue::Bias, true) => {
+                (E::CUBLASLT_EPILOGUE_BIAS, "CUBLASLT_EPILOGUE_BIAS")
+            }
+            (CublasLtEpilogue::ScaleAdd(_) | CublasLtEpilogue::Bias, false) => {
+                (E::CUBLASLT_EPILOGUE_DEFAULT, "CUBLASLT_EPILOGUE_DEFAULT")
+            }
+            (CublasLtEpilogue::ReluBias, true) => (E::CUBLASLT_EPILOGUE_RELU_BIAS, "CUBLASLT_EPILOGUE_RELU_BIAS"),
+            (CublasLtEpilogue::ReluBias, false) => (E::CUBLASLT_EPILOGUE_RELU, "CUBLASLT_EPILOGUE_RELU"),
+            (CublasLtEpilogue::GeluBias, true) => (E::CUBLASLT_EPILOGUE_GELU_BIAS, "CUBLASLT_EPILOGUE_GELU_BIAS"),
+            (CublasLtEpilogue::GeluBias, false) => (E::CUBLASLT_EPILOGUE_GELU, "CUBLASLT_EPILOGUE_GELU"),
+        }
+    }
+}
 
 /// A cuBLASLt handle and its workspace on one stream.
 ///
@@ -70,11 +134,12 @@ impl Drop for CublasLtLinear {
 }
 
 /// Everything [`CublasLtLinear::run`] needs for one shape: descriptors, the chosen algorithm,
-/// `alpha = 1 + s` and the bias pre-scaled by `1 + s`. Made by [`CublasLtLinear::prepare`].
+/// the epilogue (for the seed's, `alpha = 1 + s` and the bias pre-scaled by `1 + s`). Made by
+/// [`CublasLtLinear::prepare`] or [`CublasLtLinear::prepare_epilogue`].
 ///
 /// A plan is tied to the shape, the leading dimensions and (at least) the pointer alignments it
-/// was prepared with; `run` checks them. Bias and scale are baked in: a new bias or scale needs a
-/// new plan.
+/// was prepared with, `C`'s too; `run` checks them. Bias, scale and epilogue are baked in: a new
+/// bias, scale or epilogue needs a new plan (a new `C` of the same layout does not).
 pub struct CublasLtPlan {
     key: PlanKey,
     /// `None` when M or N is 0: nothing to launch.
@@ -87,7 +152,9 @@ impl std::fmt::Debug for CublasLtPlan {
             .field("m", &self.key.m)
             .field("n", &self.key.n)
             .field("k", &self.key.k)
+            .field("epilogue", &self.call.as_ref().map(|c| c.epilogue))
             .field("alpha", &self.call.as_ref().map(|c| c.alpha))
+            .field("beta", &self.call.as_ref().map(|c| c.beta))
             .field("bias", &self.call.as_ref().map(|c| c.bias.is_some()))
             .finish()
     }
@@ -103,6 +170,27 @@ impl CublasLtPlan {
     pub fn workspace_bytes(&self) -> usize {
         self.call.as_ref().map_or(0, |c| c.algo_workspace)
     }
+
+    /// cuBLASLt's epilogue the call applies (`None` when there is nothing to launch).
+    pub fn epilogue_name(&self) -> Option<&'static str> {
+        self.call.as_ref().map(|c| c.epilogue.name(c.bias.is_some()))
+    }
+
+    /// Whether [`CublasLtLinear::run_with`] needs a residual matrix `C`.
+    pub fn needs_c(&self) -> bool {
+        matches!(self.key.c, PlanC::Matrix { .. })
+    }
+}
+
+/// Where a plan's `C` comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PlanC {
+    /// No residual (`beta = 0`; cuBLASLt is handed D as C and does not read it).
+    None,
+    /// `out` itself: cuBLASLt's in-place `C == D` (same layout).
+    Out,
+    /// A matrix of its own, at row stride `ld` and (at least) this alignment in bytes.
+    Matrix { ld: usize, align: u32 },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,6 +203,7 @@ struct PlanKey {
     ldo: usize,
     /// Alignments (bytes, ≤ 256) the algorithm was chosen for: x, w, out.
     align: [u32; 3],
+    c: PlanC,
 }
 
 struct Call {
@@ -122,10 +211,15 @@ struct Call {
     a: Layout,
     b: Layout,
     d: Layout,
+    /// C's layout where C is a matrix of its own (else C is D: `d`).
+    c: Option<Layout>,
     algo: sys::cublasLtMatmulAlgo_t,
     algo_workspace: usize,
+    epilogue: CublasLtEpilogue,
     alpha: f32,
-    /// `round((1+s)·b)`; its device pointer is stored in `desc`, so it must live as long.
+    beta: f32,
+    /// `round((1+s)·b)` (the seed's) or `b`; its device pointer is stored in `desc`, so it must
+    /// live as long.
     bias: Option<CudaSlice<f32>>,
 }
 
@@ -208,30 +302,65 @@ impl CublasLtLinear {
         scale: f32,
         out: &MatrixMut<'_>,
     ) -> Result<CublasLtPlan> {
+        self.prepare_epilogue(x, w, bias, Epilogue::scale_add(scale), out)
+    }
+
+    /// [`CublasLtLinear::prepare`] for any epilogue cuBLASLt has one of its own for
+    /// ([`CublasLtEpilogue::of`]; [`super::Error::Unsupported`] otherwise): `out = g(x·wᵀ + b)`
+    /// (the seed's as `prepare`), plus `β·C` where `g` is linear. `C` is read at
+    /// [`CublasLtLinear::run_with`]; here only its layout and alignment count. Copies `bias` to
+    /// the host and back (synchronises `stream`): call it outside anything timed.
+    pub fn prepare_epilogue(
+        &self,
+        x: &MatrixRef<'_>,
+        w: &MatrixRef<'_>,
+        bias: Option<&CudaView<'_, f32>>,
+        epilogue: Epilogue<&MatrixRef<'_>>,
+        out: &MatrixMut<'_>,
+    ) -> Result<CublasLtPlan> {
+        let lt_epilogue = CublasLtEpilogue::of(&epilogue).map_err(|what| super::Error::Unsupported { what })?;
         self.gemm.check_stream(&self.stream)?;
         let shape = self.gemm.validate(x, w, bias, &out.view())?;
+        let (c, beta) = match epilogue.residual {
+            None => (PlanC::None, 0.0f32),
+            Some(Residual { source: Source::Out, beta }) => (PlanC::Out, beta),
+            Some(Residual { source: Source::Matrix(c), beta }) => {
+                check_c(&self.stream, shape.m, shape.n, c)?;
+                let (cp, _cg) = c.data.device_ptr(&self.stream);
+                (PlanC::Matrix { ld: c.ld, align: alignment(cp) }, beta)
+            }
+        };
         let align = {
             let (xp, _xg) = x.data.device_ptr(&self.stream);
             let (wp, _wg) = w.data.device_ptr(&self.stream);
             let (op, _og) = out.data.device_ptr(&self.stream);
             [alignment(xp), alignment(wp), alignment(op)]
         };
-        let key = PlanKey { m: shape.m, n: shape.n, k: shape.k, ldx: x.ld, ldw: w.ld, ldo: out.ld, align };
+        let key = PlanKey { m: shape.m, n: shape.n, k: shape.k, ldx: x.ld, ldw: w.ld, ldo: out.ld, align, c };
         if shape.m == 0 || shape.n == 0 {
             return Ok(CublasLtPlan { key, call: None });
         }
-        for (what, v) in [("ldx (cuBLASLt)", x.ld), ("ldw (cuBLASLt)", w.ld), ("ldo (cuBLASLt)", out.ld)] {
+        let ldc = match c {
+            PlanC::Matrix { ld, .. } => ld,
+            PlanC::None | PlanC::Out => out.ld,
+        };
+        for (what, v) in
+            [("ldx (cuBLASLt)", x.ld), ("ldw (cuBLASLt)", w.ld), ("ldo (cuBLASLt)", out.ld), ("ldc (cuBLASLt)", ldc)]
+        {
             if v > i64::MAX as usize {
                 return Err(Error::DimensionTooLarge { what, value: v, max: i64::MAX as usize }.into());
             }
         }
 
-        let alpha = 1.0f32 + scale;
+        // The seed's v·s + v as (1+s)·acc + (1+s)·b; the other forms take acc and b as they are.
+        let (alpha, factor) = match lt_epilogue {
+            CublasLtEpilogue::ScaleAdd(s) => (1.0f32 + s, 1.0 + s as f64),
+            _ => (1.0f32, 1.0f64),
+        };
         let bias = match bias {
             Some(b) => {
                 let host = self.stream.clone_dtoh(b)?;
-                let s = scale as f64;
-                let scaled: Vec<f32> = host.iter().map(|&v| ((1.0 + s) * v as f64) as f32).collect();
+                let scaled: Vec<f32> = host.iter().map(|&v| (factor * v as f64) as f32).collect();
                 Some(self.stream.clone_htod(&scaled)?)
             }
             None => None,
@@ -247,19 +376,25 @@ impl CublasLtLinear {
         let (op_t, op_n) = (1i32, 0i32); // CUBLAS_OP_T, CUBLAS_OP_N
         set_desc(&desc, sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSA, &op_t)?;
         set_desc(&desc, sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSB, &op_n)?;
-        let epilogue = if let Some(b) = &bias {
+        if let Some(b) = &bias {
             let (b_ptr, _bg) = b.device_ptr(&self.stream);
             let b_ptr = b_ptr as *const c_void;
             set_desc(&desc, sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b_ptr)?;
-            sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BIAS
-        } else {
-            sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_DEFAULT
-        };
-        set_desc(&desc, sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_EPILOGUE, &(epilogue as u32))?;
+        }
+        let (code, _) = lt_epilogue.code(bias.is_some());
+        set_desc(&desc, sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_EPILOGUE, &(code as u32))?;
 
         let a = layout(shape.k, shape.n, w.ld)?;
         let b = layout(shape.k, shape.m, x.ld)?;
         let d = layout(shape.n, shape.m, out.ld)?;
+        let c_layout = match c {
+            PlanC::Matrix { ld, .. } => Some(layout(shape.n, shape.m, ld)?),
+            PlanC::None | PlanC::Out => None,
+        };
+        let c_align = match c {
+            PlanC::Matrix { align, .. } => align,
+            PlanC::None | PlanC::Out => align[2],
+        };
 
         let pref = Pref(lt::create_matmul_pref()?);
         set_pref(
@@ -270,12 +405,14 @@ impl CublasLtLinear {
         use sys::cublasLtMatmulPreferenceAttributes_t as P;
         set_pref(&pref, P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align[1])?;
         set_pref(&pref, P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align[0])?;
-        set_pref(&pref, P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align[2])?;
+        set_pref(&pref, P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &c_align)?;
         set_pref(&pref, P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align[2])?;
 
         self.stream.context().bind_to_thread()?;
-        // SAFETY: handle, descriptor, layouts and preference are live; C and D share a layout.
-        let heuristic = unsafe { lt::get_matmul_algo_heuristic(self.handle, desc.0, a.0, b.0, d.0, d.0, pref.0) }?;
+        let c_desc = c_layout.as_ref().unwrap_or(&d).0;
+        // SAFETY: handle, descriptor, layouts and preference are live; C has D's shape (its own
+        // layout, or D's).
+        let heuristic = unsafe { lt::get_matmul_algo_heuristic(self.handle, desc.0, a.0, b.0, c_desc, d.0, pref.0) }?;
         Ok(CublasLtPlan {
             key,
             call: Some(Call {
@@ -283,15 +420,19 @@ impl CublasLtLinear {
                 a,
                 b,
                 d,
+                c: c_layout,
                 algo: heuristic.algo,
                 algo_workspace: heuristic.workspaceSize,
+                epilogue: lt_epilogue,
                 alpha,
+                beta,
                 bias,
             }),
         })
     }
 
-    /// One `cublasLtMatmul`: `out = (1+s)·(x·wᵀ) + round((1+s)·b)` with the plan's algorithm.
+    /// One `cublasLtMatmul`: `out = (1+s)·(x·wᵀ) + round((1+s)·b)` with the plan's algorithm
+    /// (or the epilogue it was prepared with: [`CublasLtLinear::run_with`], without a `C`).
     /// The operands must have the shape, leading dimensions and at least the pointer alignments
     /// `plan` was prepared with ([`Error::ShapeMismatch`] otherwise). No allocation, no host
     /// synchronisation.
@@ -300,6 +441,20 @@ impl CublasLtLinear {
         plan: &CublasLtPlan,
         x: &MatrixRef<'_>,
         w: &MatrixRef<'_>,
+        out: &mut MatrixMut<'_>,
+    ) -> Result<()> {
+        self.run_with(plan, x, w, None, out)
+    }
+
+    /// [`CublasLtLinear::run`] for a plan of any epilogue: `c` is the residual matrix `C` of a
+    /// plan prepared with one ([`CublasLtPlan::needs_c`]; its shape, row stride and at least its
+    /// alignment), `None` for every other plan (an in-place residual reads `out`).
+    pub fn run_with(
+        &self,
+        plan: &CublasLtPlan,
+        x: &MatrixRef<'_>,
+        w: &MatrixRef<'_>,
+        c: Option<&MatrixRef<'_>>,
         out: &mut MatrixMut<'_>,
     ) -> Result<()> {
         let shape = self.gemm.validate(x, w, None, &out.view())?;
@@ -311,23 +466,37 @@ impl CublasLtLinear {
             ("x.ld vs prepared plan", k.ldx, x.ld),
             ("w.ld vs prepared plan", k.ldw, w.ld),
             ("out.ld vs prepared plan", k.ldo, out.ld),
+            ("residual matrices (C) vs prepared plan", plan.needs_c() as usize, c.is_some() as usize),
         ];
         for (what, expected, found) in checks {
             if expected != found {
                 return Err(Error::ShapeMismatch { what, expected, found }.into());
             }
         }
+        if let (Some(c), PlanC::Matrix { ld, .. }) = (c, k.c) {
+            check_c(&self.stream, shape.m, shape.n, c)?;
+            if c.ld != ld {
+                return Err(Error::ShapeMismatch { what: "c.ld vs prepared plan", expected: ld, found: c.ld }.into());
+            }
+        }
         let Some(call) = &plan.call else { return Ok(()) };
         let stream = self.stream.clone();
         let (x_ptr, _xg) = x.data.device_ptr(&stream);
         let (w_ptr, _wg) = w.data.device_ptr(&stream);
+        let c_guard = c.map(|c| c.data.device_ptr(&stream));
         let (o_ptr, _og) = out.data.device_ptr_mut(&stream);
         let (ws_ptr, _wsg) = self.workspace.device_ptr(&stream);
         let bias_guard = call.bias.as_ref().map(|b| b.device_ptr(&stream));
+        let c_ptr = c_guard.as_ref().map_or(o_ptr, |(p, _)| *p);
+        let c_align = match k.c {
+            PlanC::Matrix { align, .. } => align,
+            PlanC::None | PlanC::Out => 0,
+        };
         for (what, needed, ptr) in [
             ("x pointer alignment (bytes) vs prepared plan", k.align[0], x_ptr),
             ("w pointer alignment (bytes) vs prepared plan", k.align[1], w_ptr),
             ("out pointer alignment (bytes) vs prepared plan", k.align[2], o_ptr),
+            ("c pointer alignment (bytes) vs prepared plan", c_align, c_ptr),
         ] {
             if alignment(ptr) < needed {
                 return Err(
@@ -335,25 +504,27 @@ impl CublasLtLinear {
                 );
             }
         }
-        let beta = 0.0f32;
+        let c_layout = call.c.as_ref().unwrap_or(&call.d).0;
         // SAFETY: handle, descriptor and layouts are live (owned by `self` and `plan`); the
-        // operands were validated against the shape and strides the layouts describe; the bias
-        // pointer stored in the descriptor is `call.bias`, alive as long as `plan` and ordered on
-        // `stream` by `bias_guard`; beta = 0, so C (= D) is not read; alpha/beta are host
-        // pointers (default pointer mode); the workspace is ours and at least as large as the
-        // preference allowed; every buffer is ordered on `stream` by its guard.
+        // operands were validated against the shape and strides the layouts describe (C against
+        // its own layout, or C is D); the bias pointer stored in the descriptor is `call.bias`,
+        // alive as long as `plan` and ordered on `stream` by `bias_guard`; with beta = 0, C (= D)
+        // is not read, and C = D is cuBLASLt's in-place case (same layout); C of its own is a
+        // shared borrow, so it cannot overlap out; alpha/beta are host pointers (default pointer
+        // mode); the workspace is ours and at least as large as the preference allowed; every
+        // buffer is ordered on `stream` by its guard.
         unsafe {
             lt::matmul(
                 self.handle,
                 call.desc.0,
                 (&call.alpha as *const f32).cast(),
-                (&beta as *const f32).cast(),
+                (&call.beta as *const f32).cast(),
                 w_ptr as *const c_void,
                 call.a.0,
                 x_ptr as *const c_void,
                 call.b.0,
-                o_ptr as *const c_void,
-                call.d.0,
+                c_ptr as *const c_void,
+                c_layout,
                 o_ptr as *mut c_void,
                 call.d.0,
                 &call.algo,
@@ -363,6 +534,38 @@ impl CublasLtLinear {
             )
         }?;
         drop(bias_guard);
+        drop(c_guard);
         Ok(())
+    }
+}
+
+/// `C` is M × N in its buffer (as the fused calls check it) and in `stream`'s context.
+fn check_c(stream: &CudaStream, m: usize, n: usize, c: &MatrixRef<'_>) -> Result<()> {
+    if c.data.stream().context().cu_ctx() != stream.context().cu_ctx() {
+        return Err(Error::WrongContext { operand: Some(Operand::Residual) }.into());
+    }
+    validate_residual(Shape { m, n, k: 0 }, Extent { rows: c.rows, cols: c.cols, ld: c.ld, len: c.data.len() })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cublaslt_epilogues_exist_where_its_math_is_the_form_s() {
+        let e = |a| Epilogue::<()>::activation(a);
+        assert_eq!(CublasLtEpilogue::of(&e(Activation::ScaleAdd(0.5))), Ok(CublasLtEpilogue::ScaleAdd(0.5)));
+        assert_eq!(CublasLtEpilogue::of(&e(Activation::Identity)), Ok(CublasLtEpilogue::Bias));
+        assert_eq!(CublasLtEpilogue::of(&e(Activation::Relu)), Ok(CublasLtEpilogue::ReluBias));
+        assert_eq!(CublasLtEpilogue::of(&e(Activation::GeluTanh)), Ok(CublasLtEpilogue::GeluBias));
+        assert!(CublasLtEpilogue::of(&e(Activation::Gelu)).is_err());
+        assert!(CublasLtEpilogue::of(&e(Activation::Silu)).is_err());
+        // β·C is added before cuBLASLt's activation: only the linear forms take a residual.
+        assert_eq!(CublasLtEpilogue::of(&Epilogue::<()>::linear().with_residual((), 1.0)), Ok(CublasLtEpilogue::Bias));
+        assert!(CublasLtEpilogue::of(&e(Activation::Relu).with_residual_out(1.0)).is_err());
+        assert_eq!(CublasLtEpilogue::ReluBias.name(true), "CUBLASLT_EPILOGUE_RELU_BIAS");
+        assert_eq!(CublasLtEpilogue::GeluBias.name(false), "CUBLASLT_EPILOGUE_GELU");
+        assert_eq!(CublasLtEpilogue::ScaleAdd(0.5).name(true), "CUBLASLT_EPILOGUE_BIAS");
     }
 }

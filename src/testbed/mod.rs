@@ -1,8 +1,10 @@
 //! What the crate's tests, benchmarks and examples compare against — not part of the product,
 //! compiled only with the `testbed` feature (which also turns on cudarc's cuBLAS and cuBLASLt):
 //! - [`CublasBaseline`]: cuBLAS's TF32 GEMM, then one elementwise pass of ours applying the same
-//!   epilogue functor (what a user would do without this crate);
-//! - [`CublasLtLinear`]: cuBLASLt's GEMM with its bias epilogue in one call;
+//!   epilogue functor, for every [`crate::Epilogue`] (what a user would do without this crate);
+//! - [`CublasLtLinear`]: cuBLASLt's GEMM with its own epilogue in one call (bias, ReLU + bias,
+//!   GELU (tanh) + bias: [`CublasLtEpilogue`]);
+//! - [`Form`]: the epilogue forms as the examples and benches name them;
 //! - [`timing`]: interleaved CUDA-event timing of several variants;
 //! - [`reference`](mod@reference): the f64 CPU reference with a per-element error scale, and the seeded
 //!   generator of test inputs;
@@ -11,6 +13,7 @@
 
 mod cublas;
 mod cublaslt;
+mod form;
 pub mod reference;
 pub mod tf32;
 pub mod timing;
@@ -18,7 +21,8 @@ pub mod timing;
 use std::fmt;
 
 pub use cublas::{CublasBaseline, CublasCompute};
-pub use cublaslt::{CublasLtLinear, CublasLtPlan};
+pub use cublaslt::{CublasLtEpilogue, CublasLtLinear, CublasLtPlan};
+pub use form::{Form, RESIDUAL_BETA};
 
 /// What a testbed call can fail with: the crate's own errors, and those of the libraries it
 /// compares against.
@@ -37,6 +41,12 @@ pub enum Error {
     NoLibrary {
         /// The library's name, as cudarc looks for it.
         name: &'static str,
+    },
+    /// The baseline cannot compute what was asked (an epilogue cuBLASLt has none for, an
+    /// in-place residual after cuBLAS's GEMM).
+    Unsupported {
+        /// What, and why.
+        what: &'static str,
     },
 }
 
@@ -83,6 +93,7 @@ impl fmt::Display for Error {
             Error::NoLibrary { name } => {
                 write!(f, "{name} could not be loaded: install the CUDA toolkit's {name}, or put it on LD_LIBRARY_PATH")
             }
+            Error::Unsupported { what } => write!(f, "not supported: {what}"),
         }
     }
 }
@@ -94,7 +105,7 @@ impl std::error::Error for Error {
             Error::Driver(e) => Some(e),
             Error::Cublas(e) => Some(e),
             Error::CublasLt(e) => Some(e),
-            Error::NoLibrary { .. } => None,
+            Error::NoLibrary { .. } | Error::Unsupported { .. } => None,
         }
     }
 }

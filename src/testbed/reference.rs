@@ -3,6 +3,9 @@
 //! `value` is the exact-ish result; `magnitude` = (1 + |s|) · (Σ_k |x||w| + |b|) is the scale the
 //! rounding error of any fp32/TF32 evaluation is proportional to, so tests can bound the error
 //! per element: |out − value| ≤ c · u · magnitude (u = 2⁻¹¹ for TF32 round-to-nearest inputs).
+//! [`element`] is the seed's `v·s + v`; [`epilogue_element`] any [`Epilogue`].
+
+use crate::epilogue::{Activation, Epilogue};
 
 /// SplitMix64: a small deterministic generator for test and benchmark inputs. Seed it from the
 /// clock for fresh data and print the seed, so a failure can be replayed. Its floats are never 0.
@@ -73,21 +76,15 @@ impl<'a> HostMatrix<'a> {
 /// One reference element and its error scale.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RefElement {
-    /// (v·s) + v with v = Σ x·w + b, in f64.
+    /// (v·s) + v with v = Σ x·w + b, in f64 (or another epilogue's `f(v) + β·c`:
+    /// [`epilogue_element`]).
     pub value: f64,
-    /// (1 + |s|) · (Σ|x||w| + |b|).
+    /// (1 + |s|) · (Σ|x||w| + |b|) (another epilogue's: [`epilogue_element`]).
     pub magnitude: f64,
 }
 
-/// Reference for output element (`row`, `col`). NaN and ±Inf propagate as IEEE arithmetic does.
-pub fn element(
-    x: HostMatrix<'_>,
-    w: HostMatrix<'_>,
-    bias: Option<&[f32]>,
-    scale: f32,
-    row: usize,
-    col: usize,
-) -> RefElement {
+/// `v = Σ_k x·w + b` of element (`row`, `col`) in f64, and `Σ_k |x||w| + |b|`.
+fn linear(x: HostMatrix<'_>, w: HostMatrix<'_>, bias: Option<&[f32]>, row: usize, col: usize) -> (f64, f64) {
     let (xr, wr) = (x.row(row), w.row(col));
     let mut v = 0.0f64;
     let mut mag = 0.0f64;
@@ -100,8 +97,43 @@ pub fn element(
         v += b[col] as f64;
         mag += (b[col] as f64).abs();
     }
+    (v, mag)
+}
+
+/// Reference for output element (`row`, `col`). NaN and ±Inf propagate as IEEE arithmetic does.
+pub fn element(
+    x: HostMatrix<'_>,
+    w: HostMatrix<'_>,
+    bias: Option<&[f32]>,
+    scale: f32,
+    row: usize,
+    col: usize,
+) -> RefElement {
+    let (v, mag) = linear(x, w, bias, row, col);
     let s = scale as f64;
     RefElement { value: v * s + v, magnitude: (1.0 + s.abs()) * mag }
+}
+
+/// Reference for output element (`row`, `col`) of any epilogue: `epilogue.reference(v, c)`
+/// ([`Epilogue::reference`]: `f(v) + β·c`), `c` the element of `C` (ignored without a residual).
+/// The magnitude is [`element`]'s for `v·s + v`, `Σ|x||w| + |b|` for the other `f` (each has
+/// |f′| ≤ 1.13, so v's error reaches the output about unscaled), plus `|β·c|` with a residual.
+pub fn epilogue_element<M>(
+    x: HostMatrix<'_>,
+    w: HostMatrix<'_>,
+    bias: Option<&[f32]>,
+    epilogue: &Epilogue<M>,
+    c: f64,
+    row: usize,
+    col: usize,
+) -> RefElement {
+    let (v, mag) = linear(x, w, bias, row, col);
+    let mag = match epilogue.activation {
+        Activation::ScaleAdd(s) => (1.0 + (s as f64).abs()) * mag,
+        _ => mag,
+    };
+    let residual = epilogue.residual.as_ref().map_or(0.0, |r| (r.beta as f64 * c).abs());
+    RefElement { value: epilogue.reference(v, c), magnitude: mag + residual }
 }
 
 /// The full M × N reference (dense, row-major). Cost M·N·K: keep it for small problems and use
@@ -201,6 +233,20 @@ mod tests {
         }
         // magnitude for (0, 1): (1 + 0.5) * (|1*0.5| + |2*-1| + |-2|)
         assert_eq!(out[1].magnitude, 1.5 * 4.5);
+    }
+
+    #[test]
+    fn epilogue_elements_apply_the_form_to_the_same_v() {
+        // x = [[1, 2]], w = [[1, -1], [0.5, 0.25]], b = [0.25, -2]: v = [-0.75, -1.0].
+        let (x, w, b) = ([1.0, 2.0], [1.0, -1.0, 0.5, 0.25], [0.25, -2.0]);
+        let (xm, wm) = (HostMatrix::new(&x, 1, 2), HostMatrix::new(&w, 2, 2));
+        let seed = epilogue_element(xm, wm, Some(&b), &Epilogue::<()>::scale_add(0.5), 0.0, 0, 0);
+        assert_eq!(seed, element(xm, wm, Some(&b), 0.5, 0, 0));
+        let relu = epilogue_element(xm, wm, Some(&b), &Epilogue::<()>::activation(Activation::Relu), 0.0, 0, 1);
+        assert_eq!(relu, RefElement { value: 0.0, magnitude: 0.5 + 0.5 + 2.0 });
+        let residual = Epilogue::<()>::linear().with_residual((), -2.0);
+        let r = epilogue_element(xm, wm, Some(&b), &residual, 3.0, 0, 0);
+        assert_eq!(r, RefElement { value: -0.75 - 6.0, magnitude: 1.0 + 2.0 + 0.25 + 6.0 });
     }
 
     #[test]
