@@ -15,6 +15,9 @@
 //! workspace it asks for, through `run` without one (no stream-K or split-K: the plan then
 //! shares no tile), or both ways, so that a stream-K tail can be raced against none. A call that
 //! cannot run without a workspace (X to repack) stops the race with its error.
+//! `GEMM_EPILOGUE_RACE_SIGNED_X=1` draws X from U(−1, 1) instead of U(0, 1) (PyTorch's `randn`
+//! data is signed too). `GEMM_EPILOGUE_RACE_ROUND_ON_LOAD=1` runs the `SmemA` kernels under a
+//! `Tf32` handle (TF32 tensor maps: rounded on load, as Auto runs them) instead of truncating.
 //! `GEMM_EPILOGUE_RACE_FORMS=seed,identity,relu,gelu,gelu_tanh,silu,residual` (default `seed`):
 //! each kernel runs each epilogue form (`residual`: `v + C`, C a fresh M × N matrix), so that a
 //! form's cost is a ratio to the seed form's on the same kernel and shape, interleaved; the error
@@ -171,7 +174,11 @@ fn race(
     for &(m, n, k) in shapes {
         let mut rng = Rng::new((m * 31 + n * 17 + k) as u64);
         // Kept on the host too: the error check below reads them.
-        let hx: Vec<f32> = (0..m * k).map(|_| rng.unit()).collect();
+        // U(0, 1), or U(−1, 1) with GEMM_EPILOGUE_RACE_SIGNED_X set: random signs toggle more
+        // bits in the tensor cores, draw more power, and so lower the clocks the power cap leaves.
+        let signed = std::env::var_os("GEMM_EPILOGUE_RACE_SIGNED_X").is_some();
+        let round_on_load = std::env::var_os("GEMM_EPILOGUE_RACE_ROUND_ON_LOAD").is_some();
+        let hx: Vec<f32> = (0..m * k).map(|_| if signed { rng.sym(1.0) } else { rng.unit() }).collect();
         let hw: Vec<f32> = (0..n * k).map(|_| rng.sym(0.02)).collect();
         let hb: Vec<f32> = (0..n).map(|_| rng.sym(0.02)).collect();
         let (x, w, b) = (stream.clone_htod(&hx)?, stream.clone_htod(&hw)?, stream.clone_htod(&hb)?);
@@ -184,8 +191,14 @@ fn race(
         // Each row's handle, its prepared weight and its workspace (stream-K; None: run without), made once.
         let mut setups = Vec::new();
         for r in &kernels {
+            // The kernel's own precision, or Tf32 with GEMM_EPILOGUE_RACE_ROUND_ON_LOAD set: the
+            // `SmemA` kernels then read through TF32 tensor maps (rounded on load), as Auto runs them.
+            let precision = match (round_on_load, r.kernel.can_round_on_load()) {
+                (true, true) => gemm_epilogue::Precision::Tf32,
+                _ => r.kernel.precision(),
+            };
             let gemm = base
-                .with_precision(r.kernel.precision())
+                .with_precision(precision)
                 .with_dispatch(Dispatch::Force(r.kernel))
                 .with_sm_limit(NonZeroU32::new(r.limit));
             let pw = gemm.prepare_weight(&stream, &wr)?;
