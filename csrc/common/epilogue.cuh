@@ -72,10 +72,10 @@ struct ActivationResidual : BiasScaleResidual {
     float beta;
     int activation;  // GE_ACTIVATION_*
 
-    __host__ __device__ static ActivationResidual from(const GeProblem &p) {
-        const GeEpilogue &e = p.epilogue;
-        return {{p.bias, e.scale}, e.source, e.ldc, e.beta, e.activation};
+    __host__ __device__ static ActivationResidual of(const GeEpilogue &e, const float *bias) {
+        return {{bias, e.scale}, e.source, e.ldc, e.beta, e.activation};
     }
+    __host__ __device__ static ActivationResidual from(const GeProblem &p) { return of(p.epilogue, p.bias); }
 
     // The register path: the seed's f and no C.
     __device__ __forceinline__ bool is_seed() const {

@@ -20,8 +20,8 @@ __device__ __forceinline__ bool aligned16(const void *p) { return reinterpret_ca
 __device__ __forceinline__ void epilogue_pass(const GeElementwiseParams &p, int row_first, int row_step,
                                               int group_first, int group_step) {
     const GeEpilogue &e = p.epilogue;
-    // The fused kernels' functor, built as ActivationResidual::from builds it from a GeProblem.
-    const epilogue::ActivationResidual epi{{p.bias, e.scale}, e.source, e.ldc, e.beta, e.activation};
+    // The fused kernels' functor, from the same GeEpilogue.
+    const auto epi = epilogue::ActivationResidual::of(e, p.bias);
     const bool has_c = e.source != nullptr;
     // Whole float4s when every row of out (and of C) starts 16-byte aligned.
     const bool quads = p.ldo % 4 == 0 && aligned16(p.out) && (!has_c || (e.ldc % 4 == 0 && aligned16(e.source)));
