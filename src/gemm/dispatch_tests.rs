@@ -136,6 +136,21 @@ fn epilogues_other_than_the_seed_s_take_the_ping_pong_on_large_problems() {
     assert_eq!(other(&A100(), Precision::Tf32, s).kernel, Kernel::Sm80Mma128x256Vec4);
 }
 
+/// The seed form's register path is `v·s + v` without a residual: a residual through `C` or
+/// through `out` (the kernels' `is_seed()` sees a source either way) or any other activation is
+/// the rolled path.
+#[test]
+fn only_the_seed_form_without_a_residual_is_the_seed_kind() {
+    use crate::{Activation, Epilogue};
+    assert_eq!(EpilogueKind::of(&Epilogue::<()>::scale_add(0.5)), EpilogueKind::Seed);
+    assert_eq!(EpilogueKind::of(&Epilogue::<()>::scale_add(f32::NAN)), EpilogueKind::Seed);
+    assert_eq!(EpilogueKind::of(&Epilogue::scale_add(0.5).with_residual((), 1.0)), EpilogueKind::Other);
+    assert_eq!(EpilogueKind::of(&Epilogue::<()>::scale_add(0.5).with_residual_out(1.0)), EpilogueKind::Other);
+    for a in [Activation::Identity, Activation::Relu, Activation::Gelu, Activation::GeluTanh, Activation::Silu] {
+        assert_eq!(EpilogueKind::of(&Epilogue::<()>::activation(a)), EpilogueKind::Other, "{a:?}");
+    }
+}
+
 /// `workspace_len` plans the other epilogue kind only where `epilogue_may_change_plan` says it
 /// may differ: everywhere else both kinds get the same plan.
 #[test]
