@@ -143,6 +143,13 @@ fn raw_prepared_weights_refuse_bad_buffers_and_other_precisions() {
         Err(Error::LeadingDimension { operand: Operand::W, .. })
     ));
     let prepared = prepare(raw_w, RawBuffer { ptr: dp, len }).expect("prepare");
+    // A descriptor is made only of memory that holds it: here a weight of twice the K.
+    // SAFETY: describing reads nothing.
+    let described = unsafe { g.gemm.raw_prepared_weight(dp, n, 2 * k) };
+    assert!(
+        matches!(described, Err(Error::BufferTooSmall { operand: Operand::PreparedWeight, needed, .. }) if needed > len + 8),
+        "{described:?}"
+    );
     // A handle of another precision refuses it, and writes nothing.
     let truncating = g.gemm.with_precision(Precision::Tf32Truncated);
     // SAFETY: as above.

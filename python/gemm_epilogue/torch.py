@@ -334,7 +334,28 @@ def fused_linear(
         if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
             raise GemmEpilogueError("out=: no autograd through a preallocated output (use torch.no_grad())")
         return _run(x, weight, bias, s, precision, None, out, act, residual, beta)
+    if type(x) is Tensor and not torch.compiler.is_compiling() and not (
+        torch.is_grad_enabled()
+        and any(t is not None and isinstance(t, Tensor) and t.requires_grad for t in (x, weight, bias, residual))
+    ):
+        # A plain tensor, nothing to trace or differentiate: the kernel without the dispatcher's
+        # per-call cost (subclasses, fake tensors among them, take the op and its fake kernel).
+        return _run(x, weight, bias, s, precision, None, None, act, residual, beta)
     return torch.ops.gemm_epilogue.fused_linear(x, weight, bias, s, precision, None, act, residual, float(beta))
+
+
+def _is_current(fast: Optional[tuple], w: Tensor, bias: Optional[Tensor], precision: str) -> bool:
+    """Whether ``FusedLinear._bind``'s state was made for this weight (the same parameter,
+    version and storage), this bias (the same tensor and storage) and this precision."""
+    return (
+        fast is not None
+        and fast[0] is w
+        and fast[1] == w._version
+        and fast[3] is bias
+        and fast[2] == w.data_ptr()
+        and (bias is None or fast[4] == bias.data_ptr())
+        and fast[5] == precision
+    )
 
 
 class FusedLinear(nn.Module):
@@ -385,6 +406,7 @@ class FusedLinear(nn.Module):
         self.scale = None if scale is None else float(scale)
         self.activation = activation
         self._epi = (_code(self._activation), self._scale, None, 1.0)  # the native call's form
+        self._fast = None
 
     @classmethod
     def from_linear(
@@ -407,8 +429,23 @@ class FusedLinear(nn.Module):
         return fused
 
     def weight_changed(self) -> None:
-        """Forget the prepared weight (after writes the version counter does not see)."""
-        self._prepared, self._prepared_for = None, None
+        """Forget the prepared weight (after writes the version counter does not see: through
+        ``weight.data`` or ``bias.data``)."""
+        self._prepared, self._prepared_for, self._fast = None, None, None
+        object.__setattr__(self, "_prepared_param", None)
+
+    def __getstate__(self):
+        # The prepared weight and the crate's handles are this process's and this device's:
+        # a copy (copy.deepcopy, pickle) prepares its own on its first forward.
+        state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__.copy()
+        state = dict(state)
+        for name in ("_prepared", "_prepared_for", "_prepared_param", "_fast", "_handle", "_launch_w"):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._prepared, self._prepared_for, self._fast = None, None, None
         object.__setattr__(self, "_prepared_param", None)
 
     def _prepared_weight(self) -> Optional[Tensor]:
@@ -430,6 +467,7 @@ class FusedLinear(nn.Module):
             with torch.no_grad():
                 self._prepared = prepare_weight(w, self.precision)
             self._prepared_for = key
+            self._fast = None
             # Not through nn.Module.__setattr__, which would register the Parameter a second
             # time (in parameters() and the state_dict).
             object.__setattr__(self, "_prepared_param", w)
@@ -438,44 +476,77 @@ class FusedLinear(nn.Module):
             self._handle = _gemm(w.device, self.precision)
         return self._prepared
 
-    def _infer(self, x: Tensor, prepared: Tensor) -> Tensor:
-        """The inference forward of the common case (a 2-D row-major x, a dense bias, all on
-        the weight's device, checked here in a few attribute reads) straight to the kernel;
-        anything else takes `_run`, which checks and words every case."""
-        n, k = self.weight.shape
-        bias = self.bias
+    def _bind(self) -> Optional[tuple]:
+        """The state of the inference fast path (:meth:`forward`) for the weight just prepared
+        and the bias as it is: the crate's ``Layer`` (prepared weight, bias and form bound
+        once) and what says it is still current. ``None`` when the bias is not one the
+        kernel reads as it is (the general path words or copies it)."""
+        w, bias = self.weight, self.bias
         index = self._prepared_for[3]  # the weight's device
-        if not (
-            x.is_cuda
-            and x.dtype is torch.float32
-            and x.dim() == 2
-            and x.shape[1] == k
-            and x.get_device() == index
-            and (k <= 1 or x.stride(1) == 1)
-            and (x.shape[0] <= 1 or x.stride(0) >= k)
-            and (
-                bias is None
-                or (bias.is_cuda and bias.dtype is torch.float32 and bias.get_device() == index and bias.dim() == 1 and bias.shape[0] == n and (n <= 1 or bias.stride(0) == 1))
-            )
+        n, k = w.shape
+        if bias is not None and not (
+            bias.is_cuda
+            and bias.dtype is torch.float32
+            and bias.get_device() == index
+            and bias.dim() == 1
+            and bias.shape[0] == n
+            and (n <= 1 or bias.stride(0) == 1)
         ):
-            return _run(x, self.weight, bias, self._scale, self.precision, prepared, None, self._activation)
-        rows = x.shape[0]
-        ld = x.stride(0) if rows > 1 and x.stride(0) > k else k
-        xm = (x.data_ptr(), rows, k, ld, (rows - 1) * ld + k if rows and k else 0)
-        out = x.new_empty((rows, n))
-        gemm, w = self._handle, self._launch_w
-        stream = _current_raw_stream(index)
+            self._fast = None
+            return None
         b = None if bias is None else (bias.data_ptr(), n)
-        om = (out.data_ptr(), rows, n, n, rows * n)
-        epi = self._epi
-        _, ws_len = gemm.run_if_no_workspace(stream, xm, w, True, b, epi, om)
-        if ws_len:
-            ws = x.new_empty(ws_len)
-            gemm.run(stream, xm, w, True, b, epi, om, (ws.data_ptr(), ws_len))
+        layer = self._handle.layer(self._launch_w, b, self._epi)
+        self._fast = (w, w._version, w.data_ptr(), bias, 0 if bias is None else bias.data_ptr(), self.precision, layer, index, k, n)
+        return self._fast
+
+    @staticmethod
+    def _launch(fast: tuple, x: Tensor) -> Optional[Tensor]:
+        """The bound layer on x: ``None`` when x is not a plain CUDA float32 tensor of the layer's
+        device with K columns and rows the kernel reads as they are (the general path words
+        or copies it). Batch dimensions are flattened (``reshape``: a copy where their strides
+        need one)."""
+        layer, index, k, n = fast[6], fast[7], fast[8], fast[9]
+        if type(x) is not Tensor or not (x.is_cuda and x.dtype is torch.float32) or x.get_device() != index:
+            return None
+        dims = x.dim()
+        if dims == 2:
+            x2 = x
+        elif dims > 2 and x.shape[-1] == k:
+            x2 = x.reshape(-1, k)
+        else:
+            return None
+        rows, cols = x2.shape
+        row_stride, col_stride = x2.stride()
+        if cols != k or (k > 1 and col_stride != 1) or (rows > 1 and row_stride < k):
+            return None
+        out = x.new_empty((rows, n) if dims == 2 else (*x.shape[:-1], n))
+        ld = row_stride if rows > 1 and row_stride > k else k
+        stream = _current_raw_stream(index)
+        xp, op = x2.data_ptr(), out.data_ptr()
+        needed = layer.run(stream, xp, rows, ld, op)
+        if needed:
+            ws = x.new_empty(needed)
+            layer.run(stream, xp, rows, ld, op, ws.data_ptr(), needed)
         return out
 
     def forward(self, x: Tensor, residual: Optional[Tensor] = None, beta: float = 1.0) -> Tensor:
         """``f(linear(x))``, plus ``beta * residual`` when given (the result's shape)."""
+        if residual is None and not torch.compiler.is_compiling():
+            # Inference with the weight, bias and form of the last call: straight to the bound
+            # layer, in few attribute reads (parameters from the module's dict, not __getattr__).
+            params = self._parameters
+            w, bias = params["weight"], params["bias"]
+            fast = self._fast
+            if _is_current(fast, w, bias, self.precision) and not (
+                torch.is_grad_enabled()
+                and (x.requires_grad or w.requires_grad or (bias is not None and bias.requires_grad))
+            ):
+                out = self._launch(fast, x)
+                if out is not None:
+                    return out
+        return self._forward(x, residual, beta)
+
+    def _forward(self, x: Tensor, residual: Optional[Tensor], beta: float) -> Tensor:
         act, s = self._activation, self._scale
         if torch.compiler.is_compiling():
             # Traced: W as it is (the kernel rounds it on load, or splits it into the workspace).
@@ -489,13 +560,18 @@ class FusedLinear(nn.Module):
             or (bias is not None and bias.requires_grad)
             or (residual is not None and residual.requires_grad)
         )
-        if needs_grad:
+        if needs_grad or type(x) is not Tensor:
             op = torch.ops.gemm_epilogue.fused_linear
             return op(x, self.weight, self.bias, s, self.precision, prepared, act, residual, float(beta))
         # Inference: the kernel without the dispatcher's and autograd's per-call cost.
-        if prepared is None or residual is not None:
-            return _run(x, self.weight, bias, s, self.precision, prepared, None, act, residual, beta)
-        return self._infer(x, prepared)
+        if prepared is not None and residual is None:
+            fast = self._fast
+            if not _is_current(fast, self.weight, bias, self.precision):
+                fast = self._bind()
+            out = None if fast is None else self._launch(fast, x)
+            if out is not None:
+                return out
+        return _run(x, self.weight, bias, s, self.precision, prepared, None, act, residual, beta)
 
     def extra_repr(self) -> str:
         form = f"scale={self.scale}" if self.scale is not None else f"activation={self.activation!r}"

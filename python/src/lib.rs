@@ -166,6 +166,15 @@ impl Gemm {
         Ok(plan.map(|p| p.kernel.name().to_string()))
     }
 
+    /// A [`Layer`] of this handle: the prepared weight `prepare_weight` wrote at `w`'s address
+    /// (N = `w`'s rows, K = its columns; its allocation is checked here, once), the bias and
+    /// the epilogue, bound for the calls that change only X and the output.
+    fn layer(slf: &Bound<'_, Self>, w: Matrix, bias: Option<Buffer>, epilogue: EpilogueArgs) -> PyResult<Layer> {
+        let w = slf.get().prepared(matrix(w))?;
+        let epilogue = self::epilogue(epilogue)?;
+        Ok(Layer { gemm: slf.clone().unbind(), w, bias: bias.map(buffer), epilogue })
+    }
+
     /// `run` without a workspace when the call needs none; else nothing is queued and the
     /// elements it needs are returned, for `run` with one: (kernel name or `None`, elements).
     /// One crossing from Python for the calls that need no workspace.
@@ -189,9 +198,60 @@ impl Gemm {
     }
 }
 
+/// A layer's operands that stay the same from call to call, bound once (`Gemm.layer`): a
+/// prepared weight, whose allocation was checked when it was bound, the bias and the epilogue.
+/// `gemm_epilogue.torch.FusedLinear` keeps one per weight, bias and form, so that a forward
+/// crosses into the crate with X's and the output's addresses alone.
+#[pyclass(frozen, module = "gemm_epilogue._native")]
+struct Layer {
+    gemm: Py<Gemm>,
+    w: RawPreparedWeight,
+    bias: Option<RawBuffer>,
+    epilogue: Epilogue<RawMatrix>,
+}
+
+#[pymethods]
+impl Layer {
+    /// `out = f(x·wᵀ + bias)` for X at `x` (`rows` × K at a row stride of `ld` elements) into
+    /// the dense `rows` × N output at `out`, queued on `stream`, with the workspace given.
+    /// Returns 0 when queued; when the call needs more workspace than `workspace_len`, nothing
+    /// is queued and the elements it needs are returned.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (stream, x, rows, ld, out, workspace=0, workspace_len=0))]
+    fn run(
+        &self,
+        stream: usize,
+        x: u64,
+        rows: usize,
+        ld: usize,
+        out: u64,
+        workspace: u64,
+        workspace_len: usize,
+    ) -> PyResult<usize> {
+        let gemm = &self.gemm.get().gemm;
+        let (n, k) = (self.w.rows(), self.w.cols());
+        // The elements X spans (saturating: the crate refuses what no allocation holds).
+        let len = if rows == 0 { 0 } else { (rows - 1).saturating_mul(ld).saturating_add(k) };
+        let x = RawMatrix { ptr: x, rows, cols: k, ld, len };
+        let out = RawMatrix::dense(out, rows, n);
+        let needed = gemm.workspace_len_raw_prepared(x, &self.w).map_err(err)?;
+        if needed > workspace_len {
+            return Ok(needed);
+        }
+        let workspace = (workspace_len > 0).then_some(RawBuffer { ptr: workspace, len: workspace_len });
+        let call =
+            RawGemm { x, w: RawWeight::Prepared(&self.w), bias: self.bias, epilogue: self.epilogue, out, workspace };
+        // SAFETY: as in Gemm.prepare_weight; the weight is what this handle's prepare_weight
+        // wrote, unchanged (gemm_epilogue.torch binds a layer anew when the weight changes).
+        unsafe { gemm.run_raw_gemm(stream as *mut c_void, &call) }.map_err(err)?;
+        Ok(0)
+    }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Gemm>()?;
+    m.add_class::<Layer>()?;
     m.add("GemmEpilogueError", m.py().get_type::<GemmEpilogueError>())?;
     Ok(())
 }

@@ -315,3 +315,72 @@ def test_inference_needs_no_autograd_and_updates_reprepare(cuda, gen):
     layer.load_state_dict(other.state_dict())
     with torch.no_grad():
         assert torch.equal(layer(x), other(x))
+
+
+def test_the_inference_fast_path_follows_the_module(cuda, gen):
+    """The bound layer of the inference forward gives the general path's bits, and follows
+    every change a module sees: a new bias, no bias, another precision, a swapped weight
+    (after weight_changed), a copy of the module."""
+    import copy
+    import io
+
+    from gemm_epilogue.torch import _run
+
+    k, n = 96, 72
+    layer = ge.FusedLinear(k, n, 0.5, device=cuda)
+    wide = randn(gen, 40, k + 8, device=cuda)
+    inputs = {
+        "2-D": randn(gen, 33, k, device=cuda),
+        "3-D": randn(gen, 2, 5, k, device=cuda),
+        "strided rows": wide[:, 3 : 3 + k],
+        "one row": randn(gen, 1, k, device=cuda),
+        "column-major (the general path copies it)": randn(gen, k, 30, device=cuda).T,
+    }
+
+    def check(what, precision="tf32"):
+        w, b = layer.weight.detach(), None if layer.bias is None else layer.bias.detach()
+        for name, x in inputs.items():
+            y = layer(x)
+            general = _run(x, layer.weight, layer.bias, 0.5, layer.precision, layer._prepared)
+            assert torch.equal(y, general), f"{what}, {name}: the fast path's bits differ from the general path's"
+            assert_within_bound(y, x, w, b, 0.5, precision, f"{what}, {name}")
+
+    with torch.no_grad():
+        check("as made")
+        assert layer._fast is not None, "the 2-D forward did not bind a layer"
+        layer.bias = nn.Parameter(randn(gen, n, device=cuda))
+        check("a new bias")
+        layer.bias = None
+        check("no bias")
+        layer.bias = nn.Parameter(randn(gen, n, device=cuda))
+        layer.precision = "tf32x3"
+        check("tf32x3", "tf32x3")
+        layer.precision = "tf32"
+        layer.weight.data = randn(gen, n, k, scale=1 / math.sqrt(k), device=cuda)
+        layer.weight_changed()
+        check("a swapped weight")
+        x = inputs["2-D"]
+        for copy_of in (copy.deepcopy, lambda m: torch.load(io.BytesIO(_saved(m)), weights_only=False)):
+            other = copy_of(layer)
+            assert torch.equal(other(x), layer(x)), "a copy computes what its original computes"
+            assert set(other.state_dict()) == {"weight", "bias"}
+
+
+def _saved(module):
+    import io
+
+    buf = io.BytesIO()
+    torch.save(module, buf)
+    return buf.getvalue()
+
+
+def test_the_functional_form_without_autograd_is_the_op(cuda, gen):
+    k, n = 64, 48
+    x = randn(gen, 17, k, device=cuda)
+    w = randn(gen, n, k, scale=1 / math.sqrt(k), device=cuda)
+    b = randn(gen, n, device=cuda)
+    with torch.no_grad():
+        for activation, scale in ((None, 0.5), ("gelu", None), ("silu", None)):
+            direct = ge.fused_linear(x, w, b, scale, activation=activation)
+            op = torch.ops.gemm_epilogue.fused_linear(x, w, b, scale or 0.0, "tf32", None, activation or "scale_add")
+            assert torch.equal(direct, op), f"{activation or 'scale_add'}"

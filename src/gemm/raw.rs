@@ -129,6 +129,9 @@ impl FusedGemm {
                         asked: self.policy.precision,
                     });
                 }
+                if w.ordinal != self.kernels.ctx.ordinal() {
+                    return Err(Error::WrongContext { operand: Some(Operand::W) });
+                }
                 // The big parts as the matrix (all a kernel that does not read W split takes of
                 // it); the reach covers the small parts too.
                 let matrix = RawMatrix { ptr: w.ptr, rows: w.rows, cols: w.cols, ld: w.ld, len: w.len };
@@ -192,6 +195,10 @@ impl FusedGemm {
             (Operand::Workspace, ws.ptr, ws.len),
         ];
         for (operand, ptr, reach) in operands {
+            // A prepared weight's allocation was checked when its descriptor was made.
+            if operand == Operand::W && w.prepared.is_some() {
+                continue;
+            }
             check_allocation(ctx, operand, ptr, reach)?;
         }
         let out_range = byte_range(out.ptr, out.reach());

@@ -22,8 +22,10 @@ use crate::kernels::Precision;
 
 /// Where [`FusedGemm::prepare_weight_raw`] put a prepared weight, and what it holds: N rows of
 /// K elements at a stride of whole 128-byte lines, in the form of the preparing handle's
-/// precision (as [`crate::PreparedWeight`]). Only `prepare_weight_raw` makes one; the memory
-/// stays the caller's.
+/// precision (as [`crate::PreparedWeight`]). Only `prepare_weight_raw` and
+/// `raw_prepared_weight` make one, each after checking that its allocation is of the handle's
+/// device and holds it; the calls that take one do not ask the driver again (their contract:
+/// the memory stays allocated and unchanged). The memory stays the caller's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RawPreparedWeight {
     pub(super) ptr: u64,
@@ -33,6 +35,8 @@ pub struct RawPreparedWeight {
     pub(super) len: usize,
     pub(super) precision: Precision,
     pub(super) form: WeightForm,
+    /// The device of the handle that made it: where its allocation was checked.
+    pub(super) ordinal: usize,
 }
 
 impl RawPreparedWeight {
@@ -131,26 +135,29 @@ impl FusedGemm {
             launch::repack(&self.kernels, &stream, src, shape.n, shape.k, to, RepackMode::to(form))?;
         }
         let precision = self.policy.precision;
-        Ok(RawPreparedWeight { ptr: dst.ptr, rows: shape.n, cols: shape.k, ld, len, precision, form })
+        let ordinal = ctx.ordinal();
+        Ok(RawPreparedWeight { ptr: dst.ptr, rows: shape.n, cols: shape.k, ld, len, precision, form, ordinal })
     }
 
     /// The descriptor of memory that [`FusedGemm::prepare_weight_raw`] filled for an N × K
     /// weight, by a handle of this one's precision on this device, at `ptr`: what a caller
     /// that keeps only the address (a framework's buffer) passes to
-    /// [`FusedGemm::run_raw_prepared`]. Checks the shape and the alignment; the length is
-    /// [`FusedGemm::prepared_weight_len`].
+    /// [`FusedGemm::run_raw_prepared`]. Checks the shape, the alignment, and that the
+    /// allocation at `ptr` is of this device and holds the length
+    /// ([`FusedGemm::prepared_weight_len`]), as `prepare_weight_raw` checked its `dst`.
     ///
     /// # Safety
     /// `ptr` is where such a `prepare_weight_raw` wrote, and the values are unchanged since
-    /// (anything else gives wrong numbers in `run_raw_prepared`, which still checks the
-    /// allocation holds the length).
+    /// (anything else gives wrong numbers in `run_raw_prepared`).
     pub unsafe fn raw_prepared_weight(&self, ptr: u64, n: usize, k: usize) -> Result<RawPreparedWeight> {
         let shape = validate::validate_weight(validate::Extent { rows: n, cols: k, ld: k.max(1), len: usize::MAX })?;
         let (ld, form, len) = self.prepared_layout(shape)?;
         if ptr % 16 != 0 {
             return Err(Error::MisalignedPreparedWeight { address: ptr });
         }
-        Ok(RawPreparedWeight { ptr, rows: n, cols: k, ld, len, precision: self.policy.precision, form })
+        check_allocation(&self.kernels.ctx, Operand::PreparedWeight, ptr, len)?;
+        let (precision, ordinal) = (self.policy.precision, self.kernels.ctx.ordinal());
+        Ok(RawPreparedWeight { ptr, rows: n, cols: k, ld, len, precision, form, ordinal })
     }
 
     /// [`FusedGemm::workspace_len`] for the raw entry: the f32 elements of workspace
