@@ -16,7 +16,9 @@ use gemm_epilogue::{Activation, Dispatch, Epilogue, Error, Family, Gemm, Kernel,
 
 const POISON: u32 = 0x7fc0_dead;
 
-/// The operands of one shape on the device, `C` and `out` at row stride `ld` (> N: padding).
+/// The operands of one shape on the device, `C` and `out` at row stride `ld` (> N: padding; a
+/// multiple of 4 lets the sm_90 kernels store `out` through TMA, any other stride makes them
+/// store from registers).
 struct Operands {
     m: usize,
     n: usize,
@@ -29,8 +31,7 @@ struct Operands {
     c: CudaSlice<f32>,
 }
 
-fn operands(g: &Gpu, rng: &mut Rng, m: usize, n: usize, k: usize) -> Operands {
-    let ld = n + 3;
+fn operands(g: &Gpu, rng: &mut Rng, m: usize, n: usize, k: usize, ld: usize) -> Operands {
     let scale = 1.0 / (k.max(1) as f32).sqrt();
     let xs: Vec<f32> = (0..m * k).map(|_| rng.sym(2.0)).collect();
     let ws: Vec<f32> = (0..n * k).map(|_| rng.sym(2.0 * scale)).collect();
@@ -158,13 +159,22 @@ fn check_kernel(g: &Gpu, o: &Operands, kernel: Kernel) -> Option<bool> {
 fn every_form_on_every_kernel_is_its_formula_of_the_seed_paths_v() {
     let Some(g) = common::gpu() else { return };
     let mut rng = common::rng("every_form_on_every_kernel");
-    // (M, N, K): aligned for TMA; odd (repacks, direct stores); decoding sizes (GEMV, skinny);
-    // few tiles and a long K (split-K through the workspace).
-    let shapes = [(130, 96, 64), (77, 45, 61), (1, 67, 256), (8, 200, 512), (130, 128, 3072)];
+    // (M, N, K, ld): aligned for TMA, `out` stored through TMA and from registers; odd (repacks);
+    // decoding sizes (GEMV, skinny); few tiles and a long K (split-K through the workspace),
+    // with either store.
+    let shapes = [
+        (130, 96, 64, 100),
+        (130, 96, 64, 99),
+        (77, 45, 61, 48),
+        (1, 67, 256, 70),
+        (8, 200, 512, 203),
+        (130, 128, 3072, 131),
+        (130, 128, 3072, 132),
+    ];
     let mut families = Vec::new();
     let mut stream_k = false;
-    for (m, n, k) in shapes {
-        let o = operands(&g, &mut rng, m, n, k);
+    for (m, n, k, ld) in shapes {
+        let o = operands(&g, &mut rng, m, n, k, ld);
         for kernel in Kernel::ALL {
             if let Some(split) = check_kernel(&g, &o, kernel) {
                 families.push(kernel.family());

@@ -63,9 +63,10 @@ struct BiasScaleResidual {
 // One build serves every form: `activation` and `source` are uniform over the launch, so the
 // branch on them costs no divergence. The kernels keep two store paths: the seed form without a
 // source (is_seed()) applies operator() to the fragments in registers, unrolled, as it always
-// has; every other form runs in a rolled loop (sm_90: over a lane's rows of each store box, in
-// registers; mma.sync: over the tile staged in shared memory), so that the activations' code
-// appears once per kernel rather than once per accumulator register.
+// has (on sm_90 plain Linear and ReLU without a source too: sm90/epilogue_store.cuh,
+// UnrolledOp); every other form runs in a rolled loop (sm_90: over a lane's rows of each store
+// box, in registers; mma.sync: over the tile staged in shared memory), so that the activations'
+// code appears once per kernel rather than once per accumulator register.
 struct ActivationResidual : BiasScaleResidual {
     const float *source;  // C or nullptr
     int64_t ldc;

@@ -85,12 +85,20 @@ __device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Sto
                 work, w, p.stream_k.partials + in_slot, kSlot, ready, kReady, p.stream_k.launch, &acc[0][0], wg_thread,
                 live, warpgroup_barrier);
         }
-        if (!epi.is_seed())
-            store_tile_general<Cfg>(p, s.c[consumer], m0, tile.n0, acc, bias, warp, lane);
-        else if (p.store_tma)
-            store_tile_tma<Cfg>(p, s.c[consumer], m0, tile.n0, acc, bias, warp, lane);
-        else
+        // The seed's form, plain Linear and ReLU without a source unrolled (SeedOp,
+        // LinearOrReluOp); every other form through the rolled loop.
+        using Epi = typename Cfg::Epilogue;
+        const bool linear_or_relu = p.store_tma && epi.source == nullptr &&
+                                    (epi.activation == GE_ACTIVATION_IDENTITY || epi.activation == GE_ACTIVATION_RELU);
+        if (epi.is_seed() && p.store_tma)
+            store_tile_tma<Cfg>(p, s.c[consumer], m0, tile.n0, acc, bias, warp, lane, SeedOp<Epi>{epi});
+        else if (epi.is_seed())
             store_tile<Cfg>(prob, m0, tile.n0, acc, bias, warp, lane, vec2);
+        else if (linear_or_relu)
+            store_tile_tma<Cfg>(p, s.c[consumer], m0, tile.n0, acc, bias, warp, lane,
+                                LinearOrReluOp<Epi>{epi, epi.activation == GE_ACTIVATION_RELU});
+        else
+            store_tile_general<Cfg>(p, s.c[consumer], m0, tile.n0, acc, bias, warp, lane);
     }
     // The staging buffers must outlive the bulk stores that read them (each warp's lane 0 issued its own).
     if (p.store_tma && lane == 0) ptx::bulk_wait_all();

@@ -107,7 +107,7 @@ __device__ __forceinline__ void store_row(const GeProblem &prob, int row, int co
     }
 }
 
-// Every form but the seed's (ActivationResidual::is_seed()), in registers like store_tile_tma,
+// Every form that UnrolledOp (below) leaves out, in registers like store_tile_tma,
 // one warp at a time. A step is one of the two rows a lane holds in one (atom, STORE_BOX_COLS
 // slice) box: its eight v are gathered from the fragment, f applied, C added, and the results
 // written into the warp's swizzled box (its lane 0 TMA-stores the box after the second row) or
@@ -254,6 +254,34 @@ __device__ __forceinline__ void prefetch_source_tile(const Epilogue &epi, const 
     }
 }
 
+// The pair ops of store_tile_tma for the forms that run unrolled there: the seed's, and plain
+// Linear or ReLU (one instantiation for both, the choice a uniform select per element: a third
+// copy of the unrolled store cost more build time than the select costs in the kernel). Every
+// other form takes the rolled loop of store_tile_general: an unrolled copy of f per accumulator
+// register would be larger, and an unrolled + C, each pair waiting for its own load of C,
+// measured slower than the rolled loop, which loads a row's C before it gathers and activates
+// (docs/EPILOGUE.md, "What it costs").
+template <class Epilogue>
+struct SeedOp {
+    Epilogue epi;
+    __device__ __forceinline__ float2 operator()(float a0, float a1, float2 b) const {
+        return make_float2(epi(a0, b.x), epi(a1, b.y));
+    }
+};
+
+template <class Epilogue>
+struct LinearOrReluOp {
+    Epilogue epi;
+    bool relu;
+    __device__ __forceinline__ float one(float acc, float b) const {
+        const float v = epi.linear(acc, b);
+        return relu ? epilogue::relu(v) : v;
+    }
+    __device__ __forceinline__ float2 operator()(float a0, float a1, float2 b) const {
+        return make_float2(one(a0, b.x), one(a1, b.y));
+    }
+};
+
 // Through shared memory, one warp at a time: each warp holds 16 rows of every 64-row wgmma atom
 // (the fragment layout above), and stores them on its own. For each atom and STORE_BOX_COLS-wide
 // column slice the warp applies the epilogue to its fragments, writes them into a 128B-swizzled
@@ -261,11 +289,13 @@ __device__ __forceinline__ void prefetch_source_tile(const Epilogue &epi, const 
 // out at (row m0 + 64 ma + 16 warp, column n0 + 32 q); TMA clips what lies outside out. No
 // barrier spans more than the warp, so a warp never waits for another's math or stores. A box
 // buffer is rewritten only after the store this warp issued kWarpBufs boxes earlier (maybe in
-// the previous tile) has read it.
-template <class Cfg>
+// the previous tile) has read it. `op(acc0, acc1, bias pair)` is a pair of elements' output
+// (SeedOp, LinearOrReluOp above).
+template <class Cfg, class Op>
 __device__ __forceinline__ void store_tile_tma(const GeSm90Params &p, float *boxes, int m0, int n0,
                                                const float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM],
-                                               const WarpTileBias<Cfg::TILE_N> &bias, int warp, int lane) {
+                                               const WarpTileBias<Cfg::TILE_N> &bias, int warp, int lane,
+                                               const Op &op) {
     constexpr int kBoxFloats = kStoreBoxRows * kStoreBoxCols;
     constexpr int kWarps = Cfg::WARPGROUP_THREADS / 32;
     constexpr int kWarpBufs = static_cast<int>(kEpilogueFloatsPerConsumer) / (kWarps * kBoxFloats);
@@ -273,7 +303,6 @@ __device__ __forceinline__ void store_tile_tma(const GeSm90Params &p, float *box
     constexpr int kSlices = Cfg::WGMMA_N / kStoreBoxCols;
     static_assert(kStoreBoxRows == 16, "a box is one warp's 16 rows of a 64-row wgmma atom");
     static_assert(kWarpBufs >= 1, "epilogue staging smaller than one box per warp");
-    const auto epi = Cfg::Epilogue::from(p.problem);
     const int quad = lane % 4;
     float *own = boxes + warp * kWarpBufs * kBoxFloats;
 #pragma unroll
@@ -293,10 +322,8 @@ __device__ __forceinline__ void store_tile_tma(const GeSm90Params &p, float *box
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     const int row = lane / 4 + h * 8;
-                    const float v0 = epi(acc[ma][i * 4 + h * 2 + 0], b.x);
-                    const float v1 = epi(acc[ma][i * 4 + h * 2 + 1], b.y);
                     *reinterpret_cast<float2 *>(reinterpret_cast<uint8_t *>(box) + row * 128 + in_row) =
-                        make_float2(v0, v1);
+                        op(acc[ma][i * 4 + h * 2 + 0], acc[ma][i * 4 + h * 2 + 1], b);
                 }
             });
             ptx::fence_proxy_async_smem();  // each writer, before the warp's store may read
