@@ -40,10 +40,13 @@ pub(crate) struct Call {
     pub epilogue: EpilogueKind,
 }
 
-/// The two store paths of the kernels (docs/EPILOGUE.md, "The epilogue in the kernels"), as
-/// far as dispatch cares: every other form's rolled loop costs more than the seed's unrolled
-/// register path, and only a ping-pong kernel hides that cost behind its other consumer's
-/// mainloop (the cooperative kernels run their epilogues while the tensor cores wait).
+/// The store paths of the kernels (docs/EPILOGUE.md, "The epilogue in the kernels"), as far as
+/// dispatch cares: the rolled loop of the activations and the residual costs more than the
+/// seed's unrolled register path, and only a ping-pong kernel hides that cost behind its other
+/// consumer's mainloop (the cooperative kernels run their epilogues while the tensor cores
+/// wait). Plain Linear and ReLU run unrolled on sm_90 as the seed form does, and take the
+/// ping-pong with the other forms: under sustained load it ran them as fast as the cooperative
+/// kernel or faster (docs/BENCHMARKS.md, "Epilogue forms").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum EpilogueKind {
     /// `v·s + v` without a residual.

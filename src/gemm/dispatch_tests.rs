@@ -104,10 +104,10 @@ fn auto_prefers_wgmma_on_hopper_and_mma_sync_elsewhere() {
     assert_eq!(p.kernel, Kernel::Sm80Mma128x128Vec4, "144 KiB does not fit sm_89's 99 KiB; 96 KiB does");
 }
 
-/// Every epilogue form but the seed's runs a rolled loop that only a ping-pong kernel overlaps
-/// with a mainloop: on a large problem Auto gives it the ping-pong cluster twin of the
-/// cooperative cluster kernel, on both roundings; the other sizes are ping-pongs already, and
-/// the A100's mma.sync kernels have one store path for both.
+/// Every epilogue form but the seed's (the rolled loop, which only a ping-pong kernel overlaps
+/// with a mainloop; plain Linear and ReLU, as fast there) takes, on a large problem, the
+/// ping-pong cluster twin of the cooperative cluster kernel, on both roundings; the other sizes
+/// are ping-pongs already, and the A100's mma.sync kernels have one store path for both.
 #[test]
 fn epilogues_other_than_the_seed_s_take_the_ping_pong_on_large_problems() {
     let other = |d: &Dev, precision: Precision, s: Shape| {
@@ -136,9 +136,9 @@ fn epilogues_other_than_the_seed_s_take_the_ping_pong_on_large_problems() {
     assert_eq!(other(&A100(), Precision::Tf32, s).kernel, Kernel::Sm80Mma128x256Vec4);
 }
 
-/// The seed form's register path is `v·s + v` without a residual: a residual through `C` or
+/// The seed kind for dispatch is `v·s + v` without a residual: a residual through `C` or
 /// through `out` (the kernels' `is_seed()` sees a source either way) or any other activation is
-/// the rolled path.
+/// the other kind.
 #[test]
 fn only_the_seed_form_without_a_residual_is_the_seed_kind() {
     use crate::{Activation, Epilogue};
