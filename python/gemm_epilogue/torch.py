@@ -403,10 +403,30 @@ class FusedLinear(nn.Module):
 
     def _set_epilogue(self, scale: Optional[float], activation: Optional[str]) -> None:
         self._activation, self._scale = _epilogue(scale, activation)
-        self.scale = None if scale is None else float(scale)
-        self.activation = activation
+        object.__setattr__(self, "_scale_arg", None if scale is None else float(scale))
+        object.__setattr__(self, "_activation_arg", activation)
         self._epi = (_code(self._activation), self._scale, None, 1.0)  # the native call's form
         self._fast = None
+
+    @property
+    def scale(self) -> Optional[float]:
+        """``s`` of the seed's ``y*s + y`` (``None``: an activation or plain ``linear(x)``);
+        setting it changes the form of the next forward (with an activation set, it raises)."""
+        return self._scale_arg
+
+    @scale.setter
+    def scale(self, value: Optional[float]) -> None:
+        self._set_epilogue(value, self._activation_arg)
+
+    @property
+    def activation(self) -> Optional[str]:
+        """The :data:`ACTIVATIONS` name of ``f(linear(x))`` (``None``: the seed's form or plain
+        ``linear(x)``); setting it changes the form of the next forward."""
+        return self._activation_arg
+
+    @activation.setter
+    def activation(self, value: Optional[str]) -> None:
+        self._set_epilogue(self._scale_arg, value)
 
     @classmethod
     def from_linear(
@@ -445,6 +465,8 @@ class FusedLinear(nn.Module):
 
     def __setstate__(self, state):
         super().__setstate__(state)
+        if "_scale_arg" not in self.__dict__:  # pickled before scale and activation were properties
+            self._set_epilogue(self.__dict__.pop("scale", None), self.__dict__.pop("activation", None))
         self._prepared, self._prepared_for, self._fast = None, None, None
         object.__setattr__(self, "_prepared_param", None)
 

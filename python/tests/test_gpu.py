@@ -364,6 +364,13 @@ def test_the_inference_fast_path_follows_the_module(cuda, gen):
             other = copy_of(layer)
             assert torch.equal(other(x), layer(x)), "a copy computes what its original computes"
             assert set(other.state_dict()) == {"weight", "bias"}
+        # The form set after a forward is the next forward's.
+        layer.scale = 0.25
+        w, b = layer.weight.detach(), layer.bias.detach()
+        assert_within_bound(layer(x), x, w, b, 0.25, "tf32", "scale set after a forward")
+        layer.scale, layer.activation = None, "relu"
+        v = _run(x, layer.weight, layer.bias, 0.0, "tf32", layer._prepared, activation="identity")
+        assert torch.equal(layer(x), torch.relu(v)), "activation set after a forward"
 
 
 def _saved(module):

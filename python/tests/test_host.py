@@ -116,3 +116,53 @@ def test_dynamo_traces_one_graph_with_the_op():
     graph, _ = torch._dynamo.export(model)(x)
     ops = [str(n.target) for n in graph.graph.nodes if n.op == "call_function"]
     assert ops == ["gemm_epilogue.fused_linear"], ops
+
+
+def test_the_form_follows_scale_and_activation_when_set():
+    import pytest
+
+    import gemm_epilogue.torch as ge
+
+    layer = ge.FusedLinear(8, 4, 0.5)
+    assert (layer.scale, layer.activation, layer._epi[:2]) == (0.5, None, (0, 0.5))
+    layer.scale = 0.25
+    assert layer._epi[:2] == (0, 0.25), "the seed's s follows the attribute"
+    layer.scale = None
+    assert layer._epi[:2] == (ge.ACTIVATIONS["identity"], 0.0), "no scale, no activation: plain linear(x)"
+    layer.activation = "gelu"
+    assert (layer.scale, layer.activation, layer._epi[0]) == (None, "gelu", ge.ACTIVATIONS["gelu"])
+    with pytest.raises(ValueError, match="give one"):
+        layer.scale = 0.5
+    with pytest.raises(ValueError, match="activation 'tanh'"):
+        layer.activation = "tanh"
+    assert layer._epi[0] == ge.ACTIVATIONS["gelu"], "a refused setting changes nothing"
+    assert "activation='gelu'" in repr(layer)
+    copy = ge.FusedLinear.from_linear(__import__("torch").nn.Linear(8, 4), scale=2.0)
+    assert (copy.scale, copy._epi[:2]) == (2.0, (0, 2.0))
+
+
+def test_a_copy_keeps_the_form():
+    import copy
+    import io
+    import pickle
+
+    import torch
+
+    import gemm_epilogue.torch as ge
+
+    layer = ge.FusedLinear(8, 4, activation="silu")
+    for other in (copy.deepcopy(layer), pickle.loads(pickle.dumps(layer))):
+        assert (other.scale, other.activation, other._epi) == (None, "silu", layer._epi)
+        assert torch.equal(other.weight, layer.weight)
+    # A module pickled when scale and activation were plain attributes.
+    state = dict(layer.__dict__)
+    for name in ("_scale_arg", "_activation_arg"):
+        state.pop(name)
+    state.update(scale=0.75, activation=None)
+    old = ge.FusedLinear.__new__(ge.FusedLinear)
+    old.__setstate__(state)
+    assert (old.scale, old._epi[:2]) == (0.75, (0, 0.75))
+    buf = io.BytesIO()
+    torch.save(layer, buf)
+    buf.seek(0)
+    assert torch.load(buf, weights_only=False).activation == "silu"
