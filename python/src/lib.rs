@@ -174,28 +174,6 @@ impl Gemm {
         let epilogue = self::epilogue(epilogue)?;
         Ok(Layer { gemm: slf.clone().unbind(), w, bias: bias.map(buffer), epilogue })
     }
-
-    /// `run` without a workspace when the call needs none; else nothing is queued and the
-    /// elements it needs are returned, for `run` with one: (kernel name or `None`, elements).
-    /// One crossing from Python for the calls that need no workspace.
-    #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (stream, x, w, prepared, bias, epilogue, out))]
-    fn run_if_no_workspace(
-        &self,
-        stream: usize,
-        x: Matrix,
-        w: Matrix,
-        prepared: bool,
-        bias: Option<Buffer>,
-        epilogue: EpilogueArgs,
-        out: Matrix,
-    ) -> PyResult<(Option<String>, usize)> {
-        let needed = self.workspace_len(x, w, prepared)?;
-        if needed > 0 {
-            return Ok((None, needed));
-        }
-        Ok((self.run(stream, x, w, prepared, bias, epilogue, out, None)?, 0))
-    }
 }
 
 /// A layer's operands that stay the same from call to call, bound once (`Gemm.layer`): a
