@@ -64,7 +64,7 @@ struct BiasScaleResidual {
 // branch on them costs no divergence. The kernels keep two store paths: the seed form without a
 // source (is_seed()) applies operator() to the fragments in registers, unrolled, as it always
 // has (on sm_90 plain Linear and ReLU without a source too: sm90/epilogue_store.cuh,
-// UnrolledOp); every other form runs in a rolled loop (sm_90: over a lane's rows of each store
+// LinearOrReluOp); every other form runs in a rolled loop (sm_90: over a lane's rows of each store
 // box, in registers; mma.sync: over the tile staged in shared memory), so that the activations'
 // code appears once per kernel rather than once per accumulator register.
 struct ActivationResidual : BiasScaleResidual {

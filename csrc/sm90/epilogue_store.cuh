@@ -107,7 +107,7 @@ __device__ __forceinline__ void store_row(const GeProblem &prob, int row, int co
     }
 }
 
-// Every form that UnrolledOp (below) leaves out, in registers like store_tile_tma,
+// Every form that SeedOp and LinearOrReluOp (below) leave out, in registers like store_tile_tma,
 // one warp at a time. A step is one of the two rows a lane holds in one (atom, STORE_BOX_COLS
 // slice) box: its eight v are gathered from the fragment, f applied, C added, and the results
 // written into the warp's swizzled box (its lane 0 TMA-stores the box after the second row) or
