@@ -329,15 +329,14 @@ def fused_linear(
     there (no autograd), and ``residual=out`` updates it in place; else it is the op
     ``gemm_epilogue::fused_linear``."""
     act, s = _epilogue(scale, activation)
+    needs_grad = torch.is_grad_enabled() and any(
+        isinstance(t, Tensor) and t.requires_grad for t in (x, weight, bias, residual)
+    )
     if out is not None:
-        tensors = (x, weight, bias, residual)
-        if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
+        if needs_grad:
             raise GemmEpilogueError("out=: no autograd through a preallocated output (use torch.no_grad())")
         return _run(x, weight, bias, s, precision, None, out, act, residual, beta)
-    if type(x) is Tensor and not torch.compiler.is_compiling() and not (
-        torch.is_grad_enabled()
-        and any(t is not None and isinstance(t, Tensor) and t.requires_grad for t in (x, weight, bias, residual))
-    ):
+    if type(x) is Tensor and not needs_grad and not torch.compiler.is_compiling():
         # A plain tensor, nothing to trace or differentiate: the kernel without the dispatcher's
         # per-call cost (subclasses, fake tensors among them, take the op and its fake kernel).
         return _run(x, weight, bias, s, precision, None, None, act, residual, beta)
@@ -459,7 +458,7 @@ class FusedLinear(nn.Module):
         # a copy (copy.deepcopy, pickle) prepares its own on its first forward.
         state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__.copy()
         state = dict(state)
-        for name in ("_prepared", "_prepared_for", "_prepared_param", "_fast", "_handle", "_launch_w"):
+        for name in ("_prepared", "_prepared_for", "_prepared_param", "_fast"):
             state.pop(name, None)
         return state
 
@@ -493,9 +492,6 @@ class FusedLinear(nn.Module):
             # Not through nn.Module.__setattr__, which would register the Parameter a second
             # time (in parameters() and the state_dict).
             object.__setattr__(self, "_prepared_param", w)
-            n, k = w.shape
-            self._launch_w = (self._prepared.data_ptr(), n, k, k, self._prepared.numel())
-            self._handle = _gemm(w.device, self.precision)
         return self._prepared
 
     def _bind(self) -> Optional[tuple]:
@@ -517,7 +513,9 @@ class FusedLinear(nn.Module):
             self._fast = None
             return None
         b = None if bias is None else (bias.data_ptr(), n)
-        layer = self._handle.layer(self._launch_w, b, self._epi)
+        prepared = self._prepared
+        w_prepared = (prepared.data_ptr(), n, k, k, prepared.numel())
+        layer = _gemm(w.device, self.precision).layer(w_prepared, b, self._epi)
         self._fast = (w, w._version, w.data_ptr(), bias, 0 if bias is None else bias.data_ptr(), self.precision, layer, index, k, n)
         return self._fast
 
