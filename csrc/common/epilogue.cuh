@@ -18,10 +18,51 @@ __device__ __forceinline__ float scale_add(float v, float s) { return __fadd_rn(
 // `torch.relu`: clamp_min(v, 0) with NaN passed through (fmaxf alone would return 0 for NaN).
 __device__ __forceinline__ float relu(float v) { return v != v ? v : fmaxf(v, 0.0f); }
 
+// MUFU.EX2 and MUFU.RCP as libdevice and nvcc's division use them (no range scaling).
+__device__ __forceinline__ float ex2_approx_ftz(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float rcp_approx_ftz(float x) {
+    float y;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// erff(x), bitwise CUDA's (libdevice's __nv_erff, checked on every float: python/tests/
+// test_gpu_activations.py). libdevice picks one of two degree-6 polynomials by |x| and then
+// runs one Horner chain on the chosen coefficients, which ptxas keeps in registers selected per
+// element (seven selects, a predicate live to the end): in the sm_90 rolled epilogue that left
+// room for two elements in flight. Here both chains run on immediates and only their results
+// are selected: the same operations on the chosen side, so the same bits, in fewer registers.
+//   |x| <  kBig: r = p(x*x) * x + x
+//   |x| >= kBig: r = copysign(1 - 2^(p(|x|) * -|x| - |x|), x)
+__device__ __forceinline__ float erf_rn(float x) {
+    constexpr float kBig = 0x1.00c1fcp+0f;
+    const float a = fabsf(x);
+    const float t = __fmul_rn(x, x);
+    float ps = __fmaf_rn(t, 0x1.63d2d4p-14f, -0x1.ae9a4p-11f);
+    float pb = __fmaf_rn(a, 0x1.d69874p-14f, -0x1.5c00b6p-10f);
+    ps = __fmaf_rn(t, ps, 0x1.55abd4p-8f);
+    pb = __fmaf_rn(a, pb, 0x1.13233ep-7f);
+    ps = __fmaf_rn(t, ps, -0x1.b837cep-6f);
+    pb = __fmaf_rn(a, pb, -0x1.49b334p-5f);
+    ps = __fmaf_rn(t, ps, 0x1.ce315ep-4f);
+    pb = __fmaf_rn(a, pb, 0x1.46aa32p-3f);
+    ps = __fmaf_rn(t, ps, -0x1.812758p-2f);
+    pb = __fmaf_rn(a, pb, 0x1.d369f2p-1f);
+    ps = __fmaf_rn(t, ps, 0x1.06eba6p-3f);
+    pb = __fmaf_rn(a, pb, 0x1.421428p-1f);
+    const float small = __fmaf_rn(ps, x, x);
+    const float big = copysignf(__fadd_rn(1.0f, -ex2_approx_ftz(__fmaf_rn(pb, -a, -a))), x);
+    return a >= kBig ? big : small;
+}
+
 // `F.gelu(v)`: v * 0.5 * (1 + erf(v * M_SQRT1_2)), left to right, in fp32.
 __device__ __forceinline__ float gelu_erf(float v) {
     constexpr float kAlpha = 0.70710678118654752440f;  // M_SQRT1_2 as a float
-    return __fmul_rn(__fmul_rn(v, 0.5f), __fadd_rn(1.0f, erff(__fmul_rn(v, kAlpha))));
+    return __fmul_rn(__fmul_rn(v, 0.5f), __fadd_rn(1.0f, erf_rn(__fmul_rn(v, kAlpha))));
 }
 
 // `F.gelu(v, approximate="tanh")`: 0.5 * v * (1 + tanh(kBeta * (v + kKappa * v^3))), the inner
@@ -36,6 +77,55 @@ __device__ __forceinline__ float gelu_tanh(float v) {
 
 // `F.silu(v)`: v / (1 + exp(-v)), IEEE division.
 __device__ __forceinline__ float silu(float v) { return __fdiv_rn(v, __fadd_rn(1.0f, expf(-v))); }
+
+// v / d, correctly rounded, by nvcc's own fast path for `/`: MUFU.RCP, one Newton step, the
+// quotient corrected by its exact remainder. nvcc guards it per division with FCHK and a branch
+// to a slow path, which splits a row of SiLUs into one basic block per element (ptxas then runs
+// them one after another); silu_row guards a whole row instead.
+__device__ __forceinline__ float div_rn_fast(float v, float d) {
+    float r = rcp_approx_ftz(d);
+    r = __fmaf_rn(r, __fmaf_rn(-d, r, 1.0f), r);
+    const float q = __fmul_rn(v, r);
+    return __fmaf_rn(r, __fmaf_rn(-d, q, v), q);
+}
+
+// silu() of N values, bitwise (checked on every float: python/tests/test_gpu_activations.py).
+// The fast path needs 1/d normal (d = 1 + exp(-v) below 2^126: v above -87) and a normal,
+// nonzero quotient; any value outside sends the whole row through IEEE division (rare: |v| of
+// 2^-100 or v below -80).
+template <int N>
+__device__ __forceinline__ void silu_row(float (&v)[N]) {
+    float d[N];
+    bool fast = true;
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+        d[e] = __fadd_rn(1.0f, expf(-v[e]));
+        const float a = fabsf(v[e]);
+        fast &= (v[e] >= -80.0f) & (a <= 0x1p100f) & (a >= 0x1p-100f);  // false for NaN
+    }
+    if (fast) {
+#pragma unroll
+        for (int e = 0; e < N; ++e) v[e] = div_rn_fast(v[e], d[e]);
+    } else {
+#pragma unroll
+        for (int e = 0; e < N; ++e) v[e] = __fdiv_rn(v[e], d[e]);
+    }
+}
+
+// The activations as function objects (ActivationResidual::with_activation), and f on a row of
+// values: elementwise, but SiLU's row at once (silu_row).
+struct SiluFn {
+    __device__ __forceinline__ float operator()(float v) const { return silu(v); }
+};
+template <class F, int N>
+__device__ __forceinline__ void activate_row(const F &f, float (&v)[N]) {
+#pragma unroll
+    for (int e = 0; e < N; ++e) v[e] = f(v[e]);
+}
+template <int N>
+__device__ __forceinline__ void activate_row(const SiluFn &, float (&v)[N]) {
+    silu_row(v);
+}
 
 // out = (v * scale) + v,  v = acc + bias[col]   (bias absent: v = acc + -0.0 = acc)
 //
@@ -124,7 +214,7 @@ struct ActivationResidual : BiasScaleResidual {
                 body([](float v) { return gelu_tanh(v); });
                 break;
             case GE_ACTIVATION_SILU:
-                body([](float v) { return silu(v); });
+                body(SiluFn{});
                 break;
             default:  // GE_ACTIVATION_IDENTITY
                 body([](float v) { return v; });

@@ -210,10 +210,7 @@ __device__ __forceinline__ void store_tile_general(const GeSm90Params &p, float 
                 default:
                     break;
             }
-            epi.with_activation([&](auto f) {
-#pragma unroll
-                for (int e = 0; e < kRowValues; ++e) v[e] = f(v[e]);
-            });
+            epi.with_activation([&](auto f) { epilogue::activate_row(f, v); });
             if (has_c) {
 #pragma unroll
                 for (int e = 0; e < kRowValues; ++e) v[e] = epi.add_c(v[e], c[e]);
