@@ -91,8 +91,8 @@ __device__ __forceinline__ float div_rn_fast(float v, float d) {
 
 // silu() of N values, bitwise (checked on every float: python/tests/test_gpu_activations.py).
 // The fast path needs 1/d normal (d = 1 + exp(-v) below 2^126: v above -87) and a normal,
-// nonzero quotient; any value outside sends the whole row through IEEE division (rare: |v| of
-// 2^-100 or v below -80).
+// nonzero quotient; a row with any value outside [-80, 2^100] or of magnitude below 2^-100 (or
+// a NaN) goes through IEEE division.
 template <int N>
 __device__ __forceinline__ void silu_row(float (&v)[N]) {
     float d[N];
