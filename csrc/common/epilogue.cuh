@@ -154,8 +154,8 @@ struct BiasScaleResidual {
 // branch on them costs no divergence. The kernels keep two store paths: the seed form without a
 // source (is_seed()) applies operator() to the fragments in registers, unrolled, as it always
 // has (on sm_90 plain Linear and ReLU without a source too: sm90/epilogue_store.cuh,
-// LinearOrReluOp); every other form runs in a rolled loop (sm_90: over a lane's rows of each store
-// box, in registers; mma.sync: over the tile staged in shared memory), so that the activations'
+// LinearOrReluOp); every other form runs in a rolled loop (sm_90: over the store boxes, a lane's
+// two rows of each in registers; mma.sync: over the tile staged in shared memory), so that the activations'
 // code appears once per kernel rather than once per accumulator register.
 struct ActivationResidual : BiasScaleResidual {
     const float *source;  // C or nullptr
@@ -195,7 +195,7 @@ struct ActivationResidual : BiasScaleResidual {
 
     // body(f) with f the launch's activation as a function object: one uniform branch, and
     // body's code instantiated once per activation, each inlined straight (the sm_90 epilogue's
-    // eight values of a row, where a call per element would cost more than the activation).
+    // sixteen values of a box, where a call per element would cost more than the activation).
     template <class Body>
     __device__ __forceinline__ void with_activation(Body &&body) const {
         switch (activation) {

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "../common/ptx.cuh"
+#include "../common/ptx_sm80.cuh"
 #include "../include/gemm_epilogue.h"
 #include "ptx.cuh"
 #include "smem_layout.cuh"
@@ -67,25 +68,32 @@ __device__ __forceinline__ void store_tile(const GeProblem &prob, int m0, int n0
 // col0 + 8g + j (g < 4, j < 2, col0 = the box's left column + 2 quad), element 2g + j.
 inline constexpr int kRowValues = 8;
 
-// C of those elements into c; 0 outside out. The common case, a row of a box wholly inside out
-// with 8-byte aligned pairs, is four 8-byte loads; plain loads, not the read-only path, since C
-// may be out, which this kernel writes.
+// Byte offset, in a 128-byte row of a swizzled box, of the pair of columns 8g + 2 quad, +1 that
+// a lane holds: 16-byte chunk (2g + quad/2) XOR (row % 8), where row % 8 == lane / 4 for both
+// rows of the box it holds.
+__device__ __forceinline__ int box_pair_offset(int g, int lane) {
+    return (((2 * g + (lane % 4) / 2) ^ (lane / 4)) * 16) + (lane % 2) * 8;
+}
+
+// C of those elements, by cp.async, into the box row at `row_addr` (a shared address), where
+// the lane's outputs of that row will go (box_pair_offset): they land while the lane computes
+// and hold no register until it adds them. 0 outside out. The common case, a row of a box
+// wholly inside out with 8-byte aligned pairs, is four 8-byte copies; through L1 (.ca), not a
+// read-only path, and C may be out: each element is copied by the lane that later writes it.
 template <class Epilogue>
-__device__ __forceinline__ void load_source_row(const Epilogue &epi, const GeProblem &prob, int row, int col0,
-                                                bool whole_row, float (&c)[kRowValues]) {
-    const float *at = epi.source_at(row, col0);
+__device__ __forceinline__ void stage_source_row(const Epilogue &epi, const GeProblem &prob, int row, int col0,
+                                                 bool whole_row, uint32_t row_addr, int lane) {
     if (row < prob.m && whole_row) {
+        const float *at = epi.source_at(row, col0);
 #pragma unroll
-        for (int g = 0; g < kRowValues / 2; ++g) {
-            const float2 pair = *reinterpret_cast<const float2 *>(at + 8 * g);
-            c[2 * g] = pair.x;
-            c[2 * g + 1] = pair.y;
-        }
+        for (int g = 0; g < kRowValues / 2; ++g) ge::ptx::cp_async_8(row_addr + box_pair_offset(g, lane), at + 8 * g);
     } else {
 #pragma unroll
         for (int e = 0; e < kRowValues; ++e) {
             const int col = col0 + 8 * (e / 2) + e % 2;
-            c[e] = row < prob.m && col < prob.n ? at[col - col0] : 0.0f;
+            const bool in = row < prob.m && col < prob.n;
+            ge::ptx::cp_async_4(row_addr + box_pair_offset(e / 2, lane) + 4 * (e % 2),
+                                in ? epi.source_at(row, col) : epi.source, in);
         }
     }
 }
@@ -108,14 +116,16 @@ __device__ __forceinline__ void store_row(const GeProblem &prob, int row, int co
 }
 
 // Every form that SeedOp and LinearOrReluOp (below) leave out, in registers like store_tile_tma,
-// one warp at a time. A step is one of the two rows a lane holds in one (atom, STORE_BOX_COLS
-// slice) box: its eight v are gathered from the fragment, f applied, C added, and the results
-// written into the warp's swizzled box (its lane 0 TMA-stores the box after the second row) or
-// stored straight to out. The loop over steps is rolled, so that f's code (erff alone is some 25
+// one warp at a time. A step is one (atom, STORE_BOX_COLS slice) box, the two rows of it a lane
+// holds: its sixteen v are gathered from the fragment, f applied, C added, and the results
+// written into the warp's swizzled box (its lane 0 then TMA-stores the box) or stored straight
+// to out. The loop over the boxes is rolled, so that f's code (erff alone is some 25
 // instructions) appears once per activation and kernel rather than once per accumulator
-// register. C is loaded first, so its latency overlaps the gather and f (and it was prefetched
-// into L2 when the tile started: prefetch_source_tile). C may be out: each element is read by
-// the lane that writes it, before the box holding it is stored.
+// register. C goes through the box buffers: the lane copies its elements of the next box into
+// that box's buffer (cp.async, at the places its outputs will take) before it adds this box's,
+// so C's latency overlaps a whole step and holds no register (it was also asked into L2 when
+// the tile started: prefetch_source_tile). C may be out: each element is copied by the lane
+// that writes it, before the box holding it is stored.
 template <class Cfg>
 __device__ __forceinline__ void store_tile_general(const GeSm90Params &p, float *boxes, int m0, int n0,
                                                    float (&acc)[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM],
@@ -125,10 +135,10 @@ __device__ __forceinline__ void store_tile_general(const GeSm90Params &p, float 
     constexpr int kWarpBufs = static_cast<int>(kEpilogueFloatsPerConsumer) / (kWarps * kBoxFloats);
     constexpr int kGroups = kStoreBoxCols / 8;  // 8-column fragment groups per box
     constexpr int kSlices = Cfg::WGMMA_N / kStoreBoxCols;
-    constexpr int kSteps = 2 * kSlices;  // per 64-row atom
     static_assert(kStoreBoxRows == 16 && 2 * kGroups == kRowValues, "a lane's row of a box: 8 values");
-    static_assert(kWarpBufs >= 1, "epilogue staging smaller than one box per warp");
-    static_assert(kSteps <= 16, "the gather's switch has 16 cases");
+    static_assert(kWarpBufs >= 2, "C of the next box is staged while this box is stored");
+    constexpr int kBoxes = Cfg::M_ATOMS * kSlices;  // of the warp's part of the tile
+    static_assert(kBoxes <= 16, "the gather's switch has 16 cases");
     const GeProblem &prob = p.problem;
     const auto epi = Cfg::Epilogue::from(prob);
     const bool tma = p.store_tma;
@@ -139,7 +149,7 @@ __device__ __forceinline__ void store_tile_general(const GeSm90Params &p, float 
     const int quad = lane % 4;
     float *own = boxes + warp * kWarpBufs * kBoxFloats;
     // v = acc + bias in place first, unrolled: the bias registers are dead before the rolled
-    // loop, which then holds only the accumulators and one row's values (no spills).
+    // loop, which then holds only the accumulators and one box's values.
 #pragma unroll
     for (int ma = 0; ma < Cfg::M_ATOMS; ++ma) {
         static_for<Cfg::WGMMA_N / 8>([&](auto ic) {
@@ -152,89 +162,126 @@ __device__ __forceinline__ void store_tile_general(const GeSm90Params &p, float 
             }
         });
     }
-    // One rolled loop per atom: while the second atom's runs, the first atom's accumulators are
-    // dead, which leaves f the registers for more chains in flight.
-    static_for<Cfg::M_ATOMS>([&](auto ac) {
-        constexpr int kAtom = decltype(ac)::value;
+    // Box b's place in out (the lane's rows row0 and row0 + 8, its columns from col0), and its buffer.
+    const auto top_of = [&](int b) { return m0 + (b / kSlices) * Cfg::WGMMA_M + warp * kStoreBoxRows; };
+    const auto left_of = [&](int b) { return n0 + (b % kSlices) * static_cast<int>(kStoreBoxCols); };
+    const auto whole_rows = [&](int b) { return left_of(b) + static_cast<int>(kStoreBoxCols) <= prob.n; };
+    const auto buffer_of = [&](int b) { return own + (b % kWarpBufs) * kBoxFloats; };
+    const auto row_addr = [&](int b, int h) { return ge::ptx::smem_addr(buffer_of(b)) + (lane / 4 + 8 * h) * 128; };
+    // C of box b into its buffer, one cp.async group per box (empty past the last box, so that
+    // the waits count the same in every step).
+    const auto stage_source = [&](int b) {
+        if (b < kBoxes) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                stage_source_row(epi, prob, top_of(b) + lane / 4 + 8 * h, left_of(b) + 2 * quad,
+                                 whole_rows(b) && pairs_c, row_addr(b, h), lane);
+        }
+        ge::ptx::cp_async_commit();
+    };
+    if (has_c) {
+        if (tma && lane == 0) ptx::bulk_wait_group_read<0>();  // box 0's and 1's buffers: no store reads them
+        __syncwarp();
+        stage_source(0);
+    }
+    // One rolled loop over the boxes of every atom: f's code appears once per activation.
 #pragma unroll 1
-        for (int step = 0; step < kSteps; ++step) {
-            const int b = kAtom * kSlices + step / 2, h = step % 2;  // box b, the lane's row lane / 4 + 8h of it
-            const int top = m0 + kAtom * Cfg::WGMMA_M + warp * kStoreBoxRows;  // the box's first row in out
-            const int left = n0 + (step / 2) * kStoreBoxCols;                  // and its first column
-            const int row = top + lane / 4 + 8 * h, col0 = left + 2 * quad;
-            const bool whole_row = left + static_cast<int>(kStoreBoxCols) <= prob.n;
-            uint8_t *box = reinterpret_cast<uint8_t *>(own + (b % kWarpBufs) * kBoxFloats);
-            if (h == 0) {
-                if (tma && lane == 0) ptx::bulk_wait_group_read<kWarpBufs - 1>();  // that buffer's last store read it
-                __syncwarp();
-            }
-            float c[kRowValues];
-            if (has_c) load_source_row(epi, prob, row, col0, whole_row && pairs_c, c);
-            // The row's v: the only part that needs the step at compile time (register indices). A
-            // switch, which becomes a few compares and eight moves; an if chain over the steps was
-            // if-converted into one select per step and value.
-            float v[kRowValues];
-            const auto gather = [&](auto sc) {
-                constexpr int kStep = decltype(sc)::value;
-                if constexpr (kStep < kSteps) {
-                    constexpr int kFirst = (kStep / 2) * kGroups, kH = kStep % 2;
+    for (int b = 0; b < kBoxes; ++b) {
+        const int top = top_of(b), left = left_of(b);
+        const int row0 = top + lane / 4, col0 = left + 2 * quad;
+        // The box's v, both rows in one array (f sees sixteen independent values): the only
+        // part that needs the box at compile time (register indices). A switch, which becomes a
+        // few compares and sixteen moves; an if chain over the boxes was if-converted into one
+        // select per box and value.
+        float v[2 * kRowValues];
+        const auto gather = [&](auto bc) {
+            constexpr int kBox = decltype(bc)::value;
+            if constexpr (kBox < kBoxes) {
+                constexpr int kAtom = kBox / kSlices, kSlice = kBox % kSlices;
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
 #pragma unroll
                     for (int g = 0; g < kGroups; ++g) {
-                        v[2 * g] = acc[kAtom][(kFirst + g) * 4 + kH * 2];
-                        v[2 * g + 1] = acc[kAtom][(kFirst + g) * 4 + kH * 2 + 1];
+                        v[h * kRowValues + 2 * g] = acc[kAtom][(kSlice * kGroups + g) * 4 + h * 2];
+                        v[h * kRowValues + 2 * g + 1] = acc[kAtom][(kSlice * kGroups + g) * 4 + h * 2 + 1];
                     }
                 }
-            };
-            switch (step) {
+            }
+        };
+        switch (b) {
 #define GE_GATHER_CASE(K)                         \
     case K:                                       \
         gather(std::integral_constant<int, K>{}); \
         break;
-                GE_GATHER_CASE(0)
-                GE_GATHER_CASE(1)
-                GE_GATHER_CASE(2)
-                GE_GATHER_CASE(3)
-                GE_GATHER_CASE(4)
-                GE_GATHER_CASE(5)
-                GE_GATHER_CASE(6)
-                GE_GATHER_CASE(7)
-                GE_GATHER_CASE(8)
-                GE_GATHER_CASE(9)
-                GE_GATHER_CASE(10)
-                GE_GATHER_CASE(11)
-                GE_GATHER_CASE(12)
-                GE_GATHER_CASE(13)
-                GE_GATHER_CASE(14)
-                GE_GATHER_CASE(15)
+            GE_GATHER_CASE(0)
+            GE_GATHER_CASE(1)
+            GE_GATHER_CASE(2)
+            GE_GATHER_CASE(3)
+            GE_GATHER_CASE(4)
+            GE_GATHER_CASE(5)
+            GE_GATHER_CASE(6)
+            GE_GATHER_CASE(7)
+            GE_GATHER_CASE(8)
+            GE_GATHER_CASE(9)
+            GE_GATHER_CASE(10)
+            GE_GATHER_CASE(11)
+            GE_GATHER_CASE(12)
+            GE_GATHER_CASE(13)
+            GE_GATHER_CASE(14)
+            GE_GATHER_CASE(15)
 #undef GE_GATHER_CASE
-                default:
-                    break;
-            }
-            epi.with_activation([&](auto f) { epilogue::activate_row(f, v); });
-            if (has_c) {
+            default:
+                break;
+        }
+        epi.with_activation([&](auto f) { epilogue::activate_row(f, v); });
+        uint8_t *box = reinterpret_cast<uint8_t *>(buffer_of(b));
+        if (has_c) {
+            // The next box's C, into the other buffer once the store issued from it (box b - 1)
+            // has read it; then this box's C, staged one step ago, is waited for and added.
+            if (tma && lane == 0) ptx::bulk_wait_group_read<0>();
+            __syncwarp();
+            stage_source(b + 1);
+            ge::ptx::cp_async_wait<1>();
 #pragma unroll
-                for (int e = 0; e < kRowValues; ++e) v[e] = epi.add_c(v[e], c[e]);
+            for (int h = 0; h < 2; ++h) {
+#pragma unroll
+                for (int g = 0; g < kGroups; ++g) {
+                    const float2 c =
+                        *reinterpret_cast<const float2 *>(box + (lane / 4 + 8 * h) * 128 + box_pair_offset(g, lane));
+                    v[h * kRowValues + 2 * g] = epi.add_c(v[h * kRowValues + 2 * g], c.x);
+                    v[h * kRowValues + 2 * g + 1] = epi.add_c(v[h * kRowValues + 2 * g + 1], c.y);
+                }
             }
-            if (tma) {
-                // Byte offset in the box's 128-byte row: 16-byte chunk (2g + quad/2) XOR (row % 8).
-                uint8_t *at = box + (lane / 4 + 8 * h) * 128 + (quad % 2) * 8;
+        } else if (tma) {
+            if (lane == 0) ptx::bulk_wait_group_read<kWarpBufs - 1>();  // that buffer's last store read it
+            __syncwarp();
+        }
+        if (tma) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
 #pragma unroll
                 for (int g = 0; g < kGroups; ++g)
-                    *reinterpret_cast<float2 *>(at + (((2 * g + quad / 2) ^ (lane / 4)) * 16)) =
-                        make_float2(v[2 * g], v[2 * g + 1]);
-                if (h == 1) {
-                    ptx::fence_proxy_async_smem();  // each writer, before the warp's store may read
-                    __syncwarp();
-                    if (lane == 0) {
-                        ptx::tma_store_2d(&p.out_map, box, left, top);
-                        ptx::bulk_commit_group();
-                    }
-                }
-            } else {
-                store_row(prob, row, col0, whole_row && pairs_out, v);
+                    *reinterpret_cast<float2 *>(box + (lane / 4 + 8 * h) * 128 + box_pair_offset(g, lane)) =
+                        make_float2(v[h * kRowValues + 2 * g], v[h * kRowValues + 2 * g + 1]);
+            }
+            ptx::fence_proxy_async_smem();  // each writer, before the warp's store may read
+            __syncwarp();
+            if (lane == 0) {
+                ptx::tma_store_2d(&p.out_map, box, left, top);
+                ptx::bulk_commit_group();
+            }
+        } else {
+            const bool whole_row = whole_rows(b) && pairs_out;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                float r[kRowValues];
+#pragma unroll
+                for (int e = 0; e < kRowValues; ++e) r[e] = v[h * kRowValues + e];
+                store_row(prob, row0 + 8 * h, col0, whole_row, r);
             }
         }
-    });
+    }
+    if (has_c) ge::ptx::cp_async_wait<0>();  // the last, empty group: nothing in flight past the loop
 }
 
 // C of a consumer's `rows` x TILE_N part of a tile, asked into L2 when the tile's mainloop
@@ -256,8 +303,8 @@ __device__ __forceinline__ void prefetch_source_tile(const Epilogue &epi, const 
 // copy of the unrolled store cost more build time than the select costs in the kernel). Every
 // other form takes the rolled loop of store_tile_general: an unrolled copy of f per accumulator
 // register would be larger, and an unrolled + C, each pair waiting for its own load of C,
-// measured slower than the rolled loop, which loads a row's C before it gathers and activates
-// (docs/EPILOGUE.md, "What it costs").
+// measured slower than the rolled loop, which stages C a box ahead (docs/EPILOGUE.md, "What it
+// costs").
 template <class Epilogue>
 struct SeedOp {
     Epilogue epi;
