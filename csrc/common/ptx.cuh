@@ -82,6 +82,16 @@ __device__ __forceinline__ uint32_t smem_addr(const void *p) {
 // uniform registers.
 __device__ __forceinline__ uint32_t warp_uniform(uint32_t v) { return __shfl_sync(0xffffffffu, v, 0); }
 
+// This thread's lane, read where it is called: the compiler cannot move a volatile asm, so what
+// is computed from it (a lane's swizzled shared-memory offsets) is recomputed there, a few
+// integer ops, instead of being hoisted to the kernel's start and held in registers (or spilled)
+// across every mainloop.
+__device__ __forceinline__ int lane_id_here() {
+    int lane;
+    asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+    return lane;
+}
+
 // Four 8x8 matrices of 16-byte rows from shared memory, one register each: lanes 8j..8j+7 give
 // the row addresses of matrix j, and lane l receives word l%4 of row l/4 of every matrix. Typed
 // .b16, but on 32-bit data each row is 4 words, so matrix j lands as a tf32 fragment register.

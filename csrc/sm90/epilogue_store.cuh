@@ -72,28 +72,33 @@ inline constexpr int kRowValues = 8;
 // a lane holds: 16-byte chunk (2g + quad/2) XOR (row % 8), where row % 8 == lane / 4 for both
 // rows of the box it holds.
 __device__ __forceinline__ int box_pair_offset(int g, int lane) {
-    return (((2 * g + (lane % 4) / 2) ^ (lane / 4)) * 16) + (lane % 2) * 8;
+    const int quad = lane % 4;
+    return (((2 * g + quad / 2) ^ (lane / 4)) * 16) + (quad % 2) * 8;
 }
 
-// C of those elements, by cp.async, into the box row at `row_addr` (a shared address), where
+// C of those elements, by cp.async, into the box row at `box_row` (in shared memory), where
 // the lane's outputs of that row will go (box_pair_offset): they land while the lane computes
 // and hold no register until it adds them. 0 outside out. The common case, a row of a box
 // wholly inside out with 8-byte aligned pairs, is four 8-byte copies; through L1 (.ca), not a
 // read-only path, and C may be out: each element is copied by the lane that later writes it.
 template <class Epilogue>
 __device__ __forceinline__ void stage_source_row(const Epilogue &epi, const GeProblem &prob, int row, int col0,
-                                                 bool whole_row, uint32_t row_addr, int lane) {
-    if (row < prob.m && whole_row) {
-        const float *at = epi.source_at(row, col0);
+                                                 bool whole_row, uint8_t *box_row, int lane) {
+    const bool in_m = row < prob.m;
+    // An element of C (the row's first in out, else the matrix's first): one 64-bit address per
+    // row, and the address of every copy outside out, which reads nothing.
+    const float *at = epi.source_at(in_m ? row : 0, col0 < prob.n ? col0 : 0);
+    if (in_m && whole_row) {
 #pragma unroll
-        for (int g = 0; g < kRowValues / 2; ++g) ge::ptx::cp_async_8(row_addr + box_pair_offset(g, lane), at + 8 * g);
+        for (int g = 0; g < kRowValues / 2; ++g)
+            ge::ptx::cp_async_8(ge::ptx::smem_addr(box_row + box_pair_offset(g, lane)), at + 8 * g);
     } else {
 #pragma unroll
         for (int e = 0; e < kRowValues; ++e) {
-            const int col = col0 + 8 * (e / 2) + e % 2;
-            const bool in = row < prob.m && col < prob.n;
-            ge::ptx::cp_async_4(row_addr + box_pair_offset(e / 2, lane) + 4 * (e % 2),
-                                in ? epi.source_at(row, col) : epi.source, in);
+            const int dc = 8 * (e / 2) + e % 2;  // the element's column - col0
+            const bool in = in_m && col0 + dc < prob.n;
+            ge::ptx::cp_async_4(ge::ptx::smem_addr(box_row + box_pair_offset(e / 2, lane) + 4 * (e % 2)),
+                                at + (in ? dc : 0), in);
         }
     }
 }
@@ -167,28 +172,34 @@ __device__ __forceinline__ void store_tile_general(const GeSm90Params &p, float 
     const auto left_of = [&](int b) { return n0 + (b % kSlices) * static_cast<int>(kStoreBoxCols); };
     const auto whole_rows = [&](int b) { return left_of(b) + static_cast<int>(kStoreBoxCols) <= prob.n; };
     const auto buffer_of = [&](int b) { return own + (b % kWarpBufs) * kBoxFloats; };
-    const auto row_addr = [&](int b, int h) { return ge::ptx::smem_addr(buffer_of(b)) + (lane / 4 + 8 * h) * 128; };
+    // Lane ln's row h of box b's buffer (rows ln / 4 and ln / 4 + 8 of the box). The lane
+    // comes from lane_id_here() where these are used, so that its offsets are not held across
+    // the mainloops (they cost the 64 x 64 kernel spills there).
+    const auto box_row = [&](int b, int h, int ln) {
+        return reinterpret_cast<uint8_t *>(buffer_of(b)) + (ln / 4 + 8 * h) * 128;
+    };
     // C of box b into its buffer, one cp.async group per box (empty past the last box, so that
     // the waits count the same in every step).
-    const auto stage_source = [&](int b) {
+    const auto stage_source = [&](int b, int ln) {
         if (b < kBoxes) {
 #pragma unroll
             for (int h = 0; h < 2; ++h)
-                stage_source_row(epi, prob, top_of(b) + lane / 4 + 8 * h, left_of(b) + 2 * quad,
-                                 whole_rows(b) && pairs_c, row_addr(b, h), lane);
+                stage_source_row(epi, prob, top_of(b) + ln / 4 + 8 * h, left_of(b) + 2 * (ln % 4),
+                                 whole_rows(b) && pairs_c, box_row(b, h, ln), ln);
         }
         ge::ptx::cp_async_commit();
     };
     if (has_c) {
         if (tma && lane == 0) ptx::bulk_wait_group_read<0>();  // box 0's and 1's buffers: no store reads them
         __syncwarp();
-        stage_source(0);
+        stage_source(0, ge::ptx::lane_id_here());
     }
     // One rolled loop over the boxes of every atom: f's code appears once per activation.
 #pragma unroll 1
     for (int b = 0; b < kBoxes; ++b) {
+        const int ln = ge::ptx::lane_id_here();
         const int top = top_of(b), left = left_of(b);
-        const int row0 = top + lane / 4, col0 = left + 2 * quad;
+        const int row0 = top + ln / 4, col0 = left + 2 * (ln % 4);
         // The box's v, both rows in one array (f sees sixteen independent values): the only
         // part that needs the box at compile time (register indices). A switch, which becomes a
         // few compares and sixteen moves; an if chain over the boxes was if-converted into one
@@ -240,14 +251,13 @@ __device__ __forceinline__ void store_tile_general(const GeSm90Params &p, float 
             // has read it; then this box's C, staged one step ago, is waited for and added.
             if (tma && lane == 0) ptx::bulk_wait_group_read<0>();
             __syncwarp();
-            stage_source(b + 1);
+            stage_source(b + 1, ln);
             ge::ptx::cp_async_wait<1>();
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
 #pragma unroll
                 for (int g = 0; g < kGroups; ++g) {
-                    const float2 c =
-                        *reinterpret_cast<const float2 *>(box + (lane / 4 + 8 * h) * 128 + box_pair_offset(g, lane));
+                    const float2 c = *reinterpret_cast<const float2 *>(box_row(b, h, ln) + box_pair_offset(g, ln));
                     v[h * kRowValues + 2 * g] = epi.add_c(v[h * kRowValues + 2 * g], c.x);
                     v[h * kRowValues + 2 * g + 1] = epi.add_c(v[h * kRowValues + 2 * g + 1], c.y);
                 }
@@ -261,7 +271,7 @@ __device__ __forceinline__ void store_tile_general(const GeSm90Params &p, float 
             for (int h = 0; h < 2; ++h) {
 #pragma unroll
                 for (int g = 0; g < kGroups; ++g)
-                    *reinterpret_cast<float2 *>(box + (lane / 4 + 8 * h) * 128 + box_pair_offset(g, lane)) =
+                    *reinterpret_cast<float2 *>(box_row(b, h, ln) + box_pair_offset(g, ln)) =
                         make_float2(v[h * kRowValues + 2 * g], v[h * kRowValues + 2 * g + 1]);
             }
             ptx::fence_proxy_async_smem();  // each writer, before the warp's store may read
@@ -360,9 +370,7 @@ __device__ __forceinline__ void store_tile_tma(const GeSm90Params &p, float *box
                 constexpr int g = decltype(gc)::value;
                 constexpr int i = q * kGroups + g;  // 8-column group of the wgmma fragment
                 const float2 b = bias.template pair<i>(quad);
-                // Byte offset in a 128-byte box row: 16-byte chunk (2g + quad/2) XOR (row % 8),
-                // where row % 8 == lane / 4 for both rows this thread holds.
-                const int in_row = (((2 * g + quad / 2) ^ (lane / 4)) * 16) + (quad % 2) * 8;
+                const int in_row = box_pair_offset(g, lane);
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     const int row = lane / 4 + h * 8;
