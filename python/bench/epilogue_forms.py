@@ -16,7 +16,8 @@ form ``f(F.linear(x, w, b))`` (GELU erf, GELU tanh, SiLU, ReLU) and ``F.linear(x
   cost: the ≤ 1.02× target).
 
 Times, rounds interleaved, medians: one call (CUDA events around one call behind a
-``torch.cuda._sleep`` spin: the GPU starts it at its boost clock) and sustained (events around
+``torch.cuda._sleep`` spin, L2 emptied before it: the GPU starts it at its boost clock, from
+memory) and sustained (events around
 ten calls back to back, per call: the clock the 700 W cap leaves under load, as in a model's
 forward). The two can rank kernels differently (docs/BENCHMARKS.md, "Epilogue forms"). Errors: ‖e‖/‖ref‖ of each route's output against the expression in f64 on the same
 fresh ``randn`` data (all are TF32 GEMMs: ~3e-4). Prints one markdown table per shape.
@@ -47,7 +48,17 @@ F64 = {
 }
 
 
+_L2_FLUSH = {}
+
+
 def one_call_ms(fn, spin):
+    # L2 emptied first (256 MiB written, five times the H200's L2), so that no route finds the
+    # operands of the one timed before it there: the routes read different copies of W (ours its
+    # prepared one), so a warm L2 favoured whichever followed a route with the same W.
+    dev = torch.cuda.current_device()
+    if dev not in _L2_FLUSH:
+        _L2_FLUSH[dev] = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+    _L2_FLUSH[dev].zero_()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda._sleep(spin)
     start.record()
