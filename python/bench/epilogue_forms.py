@@ -15,7 +15,7 @@ form ``f(F.linear(x, w, b))`` (GELU erf, GELU tanh, SiLU, ReLU) and ``F.linear(x
   nearest, and ours in the seed's form ``v*0.5 + v`` on the same shape (what every form should
   cost: the ≤ 1.02× target).
 
-Times, rounds interleaved, medians: one call (CUDA events around one call behind a
+Times, rounds interleaved (the routes' order rotated each round), medians: one call (CUDA events around one call behind a
 ``torch.cuda._sleep`` spin, L2 emptied before it: the GPU starts it at its boost clock, from
 memory) and sustained (events around
 ten calls back to back, per call: the clock the 700 W cap leaves under load, as in a model's
@@ -138,10 +138,16 @@ def bench_shape(m, n, k, rounds, spin):
                 if ref is not None:
                     errors[name] = float((out.double() - ref).norm() / ref.norm())
             times = {(mode, name): [] for mode in MODES for name in variants}
-            for _ in range(rounds):
-                for name, fn in variants.items():
-                    times[("one call", name)].append(one_call_ms(fn, spin))
-                    times[("sustained", name)].append(sustained_ms(fn))
+            names = list(variants)
+            for r in range(rounds):
+                # The routes in another order each round (rotated), and a round's one-call
+                # samples before its sustained ones: no route's sample always follows the same
+                # other route, and no one-call sample follows a burst of ten calls.
+                order = names[r % len(names):] + names[: r % len(names)]
+                for name in order:
+                    times[("one call", name)].append(one_call_ms(variants[name], spin))
+                for name in order:
+                    times[("sustained", name)].append(sustained_ms(variants[name]))
         for mode in MODES:
             med = {name: statistics.median(times[(mode, name)]) for name in variants}
             unit = med["F.linear alone"]
