@@ -5,7 +5,8 @@
 //! residual's fma), within a bound of the f32 transcendental's error for GELU (erf and tanh) and
 //! SiLU. A residual through `C` and the in-place one through `out` must agree bitwise. Odd
 //! shapes (unaligned: repacks and direct stores), TMA-aligned ones, decoding sizes (GEMV and
-//! skinny) and a split-K one, strided `C` and `out` whose padding must keep its poison.
+//! skinny) and a split-K one, strided `C` and `out` whose padding must keep its poison, and a `C`
+//! of a stride of its own (odd: copied element by element) under an `out` stored through TMA.
 //! PyTorch's own kernels are the oracle of python/tests/test_gpu.py on the H200.
 
 mod common;
@@ -16,14 +17,16 @@ use gemm_epilogue::{Activation, Dispatch, Epilogue, Error, Family, Gemm, Kernel,
 
 const POISON: u32 = 0x7fc0_dead;
 
-/// The operands of one shape on the device, `C` and `out` at row stride `ld` (> N: padding; a
-/// multiple of 4 lets the sm_90 kernels store `out` through TMA, any other stride makes them
-/// store from registers).
+/// The operands of one shape on the device, `out` at row stride `ld` and `C` at `c_ld` (> N:
+/// padding). For `out` a multiple of 4 lets the sm_90 kernels store it through TMA, any other
+/// stride makes them store from registers; for `C` an odd stride makes them copy it element by
+/// element instead of in 8-byte pairs.
 struct Operands {
     m: usize,
     n: usize,
     k: usize,
     ld: usize,
+    c_ld: usize,
     x: CudaSlice<f32>,
     w: CudaSlice<f32>,
     bias: CudaSlice<f32>,
@@ -31,15 +34,22 @@ struct Operands {
     c: CudaSlice<f32>,
 }
 
-fn operands(g: &Gpu, rng: &mut Rng, m: usize, n: usize, k: usize, ld: usize) -> Operands {
+impl Operands {
+    /// `C[r][col]` as uploaded.
+    fn c_at(&self, r: usize, col: usize) -> f32 {
+        self.c_host[r * self.c_ld + col]
+    }
+}
+
+fn operands(g: &Gpu, rng: &mut Rng, (m, n, k): (usize, usize, usize), ld: usize, c_ld: usize) -> Operands {
     let scale = 1.0 / (k.max(1) as f32).sqrt();
     let xs: Vec<f32> = (0..m * k).map(|_| rng.sym(2.0)).collect();
     let ws: Vec<f32> = (0..n * k).map(|_| rng.sym(2.0 * scale)).collect();
     let bs: Vec<f32> = (0..n).map(|_| rng.sym(1.0)).collect();
     let c_host: Vec<f32> =
-        (0..m * ld).map(|i| if i % ld < n { rng.sym(3.0) } else { f32::from_bits(POISON) }).collect();
+        (0..m * c_ld).map(|i| if i % c_ld < n { rng.sym(3.0) } else { f32::from_bits(POISON) }).collect();
     let up = |v: &[f32]| g.stream.clone_htod(v).expect("upload");
-    Operands { m, n, k, ld, x: up(&xs), w: up(&ws), bias: up(&bs), c: up(&c_host), c_host }
+    Operands { m, n, k, ld, c_ld, x: up(&xs), w: up(&ws), bias: up(&bs), c: up(&c_host), c_host }
 }
 
 /// Runs `epilogue` with `kernel` forced into an `out` that starts as `start` (M × ld), returns
@@ -50,8 +60,11 @@ fn run(g: &Gpu, o: &Operands, kernel: Kernel, epilogue: Epilogue<()>, in_place: 
     let x = MatrixRef::from_slice(&o.x, o.m, o.k);
     let w = MatrixRef::from_slice(&o.w, o.n, o.k);
     let bias = o.bias.as_view();
-    let c = MatrixRef::with_ld(o.c.as_view(), o.m, o.n, o.ld);
-    let start: Vec<f32> = if in_place { o.c_host.clone() } else { vec![f32::from_bits(POISON); o.m * o.ld] };
+    let c = MatrixRef::with_ld(o.c.as_view(), o.m, o.n, o.c_ld);
+    // In place, out starts as C (in out's layout, its padding poisoned).
+    let start: Vec<f32> = (0..o.m * o.ld)
+        .map(|i| if in_place && i % o.ld < o.n { o.c_at(i / o.ld, i % o.ld) } else { f32::from_bits(POISON) })
+        .collect();
     let mut out_buf = g.stream.clone_htod(&start).expect("upload");
     let ws_len = match gemm.workspace_len(&g.stream, &x, &w) {
         Ok(len) => len,
@@ -146,7 +159,7 @@ fn check_kernel(g: &Gpu, o: &Operands, kernel: Kernel) -> Option<bool> {
         let (r, _) = run(g, o, kernel, with_c, false).expect("ran once");
         let (r_in_place, _) = run(g, o, kernel, with_c, true).expect("ran once");
         for i in 0..y.len() {
-            let c = o.c_host[(i / o.n) * o.ld + i % o.n];
+            let c = o.c_at(i / o.n, i % o.n);
             let want = beta.mul_add(c, y[i]);
             assert!(same(r[i], want), "{kernel:?} {a:?} + {beta}·C [{i}]: {:e} vs {want:e}", r[i]);
             assert!(same(r_in_place[i], r[i]), "{kernel:?} {a:?} in place [{i}]: {:e} vs {:e}", r_in_place[i], r[i]);
@@ -159,22 +172,24 @@ fn check_kernel(g: &Gpu, o: &Operands, kernel: Kernel) -> Option<bool> {
 fn every_form_on_every_kernel_is_its_formula_of_the_seed_paths_v() {
     let Some(g) = common::gpu() else { return };
     let mut rng = common::rng("every_form_on_every_kernel");
-    // (M, N, K, ld): aligned for TMA, `out` stored through TMA and from registers; odd (repacks);
+    // (M, N, K, ld of out, ld of C): aligned for TMA, `out` stored through TMA and from
+    // registers, C copied in pairs or element by element with either store; odd (repacks);
     // decoding sizes (GEMV, skinny); few tiles and a long K (split-K through the workspace),
     // with either store.
     let shapes = [
-        (130, 96, 64, 100),
-        (130, 96, 64, 99),
-        (77, 45, 61, 48),
-        (1, 67, 256, 70),
-        (8, 200, 512, 203),
-        (130, 128, 3072, 131),
-        (130, 128, 3072, 132),
+        (130, 96, 64, 100, 100),
+        (130, 96, 64, 100, 101),
+        (130, 96, 64, 99, 99),
+        (77, 45, 61, 48, 48),
+        (1, 67, 256, 70, 70),
+        (8, 200, 512, 203, 203),
+        (130, 128, 3072, 131, 131),
+        (130, 128, 3072, 132, 132),
     ];
     let mut families = Vec::new();
     let mut stream_k = false;
-    for (m, n, k, ld) in shapes {
-        let o = operands(&g, &mut rng, m, n, k, ld);
+    for (m, n, k, ld, c_ld) in shapes {
+        let o = operands(&g, &mut rng, (m, n, k), ld, c_ld);
         for kernel in Kernel::ALL {
             if let Some(split) = check_kernel(&g, &o, kernel) {
                 families.push(kernel.family());
