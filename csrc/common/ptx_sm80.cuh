@@ -26,11 +26,13 @@ __device__ __forceinline__ void cp_async_4(uint32_t dst, const void *src, bool v
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
-// Wait until at most `PENDING` committed groups are still in flight.
+// Wait until at most `PENDING` committed groups are still in flight. A compiler memory barrier
+// too, so that no read of what the copies wrote is moved above it (a caller may read its own
+// copies without a __syncthreads after).
 template <int PENDING>
 __device__ __forceinline__ void cp_async_wait() {
     static_assert(PENDING >= 0 && PENDING < 8, "cp.async.wait_group takes a small immediate");
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING));
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
 }
 
 // ---- mma.sync -------------------------------------------------------------------
