@@ -1,6 +1,6 @@
 """Each epilogue form fused against PyTorch's routes to the same expression, interleaved.
 
-    python3 python/bench/epilogue_forms.py [--rounds 15] [--shapes 16384x4096x4096,...]
+    python3 python/bench/epilogue_forms.py [--rounds 15] [--shapes 16384x4096x4096,...] [--forms gelu,relu,...]
 
 For each M×N×K (default: the seed's, a BERT-base MLP's first Linear, a LLaMA-7B MLP's) and each
 form ``f(F.linear(x, w, b))`` (GELU erf, GELU tanh, SiLU, ReLU) and ``F.linear(x, w, b) + C``:
@@ -15,7 +15,8 @@ form ``f(F.linear(x, w, b))`` (GELU erf, GELU tanh, SiLU, ReLU) and ``F.linear(x
   nearest, and ours in the seed's form ``v*0.5 + v`` on the same shape (what every form should
   cost: the ≤ 1.02× target).
 
-Times, rounds interleaved (the routes' order rotated each round), medians: one call (CUDA events around one call behind a
+Times, rounds interleaved (in a Williams design's orders, rounded up to whole designs:
+round_order), medians: one call (CUDA events around one call behind a
 ``torch.cuda._sleep`` spin, L2 emptied before it: the GPU starts it at its boost clock, from
 memory) and sustained (events around
 ten calls back to back, per call: the clock the 700 W cap leaves under load, as in a model's
@@ -89,7 +90,7 @@ def commit():
         return "unknown"
 
 
-def bench_shape(m, n, k, rounds, spin):
+def bench_shape(m, n, k, forms, rounds, spin):
     dev = torch.device("cuda")
     x = torch.randn(m, k, device=dev)
     w = torch.randn(n, k, device=dev) * k**-0.5
@@ -98,7 +99,8 @@ def bench_shape(m, n, k, rounds, spin):
     with torch.no_grad():
         v64 = x.double() @ w.double().T + b.double()
     rows = []
-    for form, (torch_f, act) in FORMS.items():
+    for form in forms:
+        torch_f, act = FORMS[form]
         ours = ge.FusedLinear(k, n, activation=None if act == "identity" else act, device=dev)
         seed = ge.FusedLinear(k, n, 0.5, device=dev)
         with torch.no_grad():
@@ -139,11 +141,10 @@ def bench_shape(m, n, k, rounds, spin):
                     errors[name] = float((out.double() - ref).norm() / ref.norm())
             times = {(mode, name): [] for mode in MODES for name in variants}
             names = list(variants)
-            for r in range(rounds):
-                # The routes in another order each round (rotated), and a round's one-call
-                # samples before its sustained ones: no route's sample always follows the same
-                # other route, and no one-call sample follows a burst of ten calls.
-                order = names[r % len(names):] + names[: r % len(names)]
+            for r in range(whole_designs(rounds, len(names))):
+                # A round's one-call samples before its sustained ones (no one-call sample
+                # follows a burst of ten calls), in the order of round_order.
+                order = [names[i] for i in round_order(len(names), r)]
                 for name in order:
                     times[("one call", name)].append(one_call_ms(variants[name], spin))
                 for name in order:
@@ -159,17 +160,39 @@ def bench_shape(m, n, k, rounds, spin):
 MODES = ("one call", "sustained")
 
 
+def round_order(n, r):
+    """The routes' order in round r: row r of a Williams design (src/testbed/timing.rs's
+    round_order), the Latin square whose first row is 0, 1, n-1, 2, n-2, ... and whose row r adds
+    r (mod n), the rows of the second n rounds reversed for odd n. Over n (even n) or 2n (odd n)
+    rounds every route runs directly after each other route equally often (a rotation ran each
+    route after the same one in all rounds but one in n)."""
+    first = [0 if j == 0 else (j + 1) // 2 if j % 2 == 1 else n - j // 2 for j in range(n)]
+    row = [(b + r) % n for b in first]
+    return row[::-1] if n % 2 == 1 and (r // n) % 2 == 1 else row
+
+
+def whole_designs(rounds, n):
+    """rounds rounded up to whole Williams designs of n routes (n rounds, 2n for odd n)."""
+    period = n if n % 2 == 0 else 2 * n
+    return -(-rounds // period) * period
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--shapes", default="16384x4096x4096,4096x3072x768,8192x11008x4096", help="MxNxK,...")
+    ap.add_argument("--forms", default=",".join(FORMS), help="a comma-separated subset of " + ", ".join(FORMS))
     args = ap.parse_args()
+    forms = args.forms.split(",")
+    unknown = [f for f in forms if f not in FORMS]
+    if unknown:
+        ap.error(f"--forms: {', '.join(unknown)}: expected a subset of {', '.join(FORMS)}")
     torch.set_float32_matmul_precision("high")  # TF32 for every PyTorch route (the legacy switch: inductor reads it)
     spin = 2_000_000
-    print(f"commit {commit()}, {torch.cuda.get_device_name()}, PyTorch {torch.__version__}, {args.rounds} rounds")
+    print(f"commit {commit()}, {torch.cuda.get_device_name()}, PyTorch {torch.__version__}, {args.rounds} rounds (rounded up to whole designs)")
     for shape in args.shapes.split(","):
         m, n, k = map(int, shape.split("x"))
-        rows = bench_shape(m, n, k, args.rounds, spin)
+        rows = bench_shape(m, n, k, forms, args.rounds, spin)
         for mode in MODES:
             print_table(m, n, k, mode, [r[1:] for r in rows if r[0] == mode])
 
