@@ -46,7 +46,8 @@ pub(crate) struct Call {
 /// consumer's mainloop (the cooperative kernels run their epilogues while the tensor cores
 /// wait). Plain Linear and ReLU run unrolled on sm_90 as the seed form does, and take the
 /// ping-pong with the other forms: under sustained load it ran them as fast as the cooperative
-/// kernel or faster (docs/BENCHMARKS.md, "Epilogue forms").
+/// kernel or faster (docs/BENCHMARKS.md, "Epilogue forms"). At short K the other forms take the
+/// ping-pong without a cluster ([`Size::of`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum EpilogueKind {
     /// `v·s + v` without a residual.
@@ -55,10 +56,11 @@ pub(crate) enum EpilogueKind {
     Other,
 }
 
-/// Whether Auto may plan `s` differently for [`EpilogueKind::Other`] than for the seed form: only
-/// where the seed form gets the cooperative cluster kernel ([`Size::Large`]).
+/// Whether Auto may plan `s` differently for [`EpilogueKind::Other`] than for the seed form: where
+/// the two get different sizes (the kernels follow from the size, the rounding and the operands'
+/// alignment, which both share).
 pub(crate) fn epilogue_may_change_plan(s: Shape, device: &DeviceInfo, occupancy: &Occupancy) -> bool {
-    Size::of(s, EpilogueKind::Seed, device, occupancy) == Size::Large
+    Size::of(s, EpilogueKind::Seed, device, occupancy) != Size::of(s, EpilogueKind::Other, device, occupancy)
 }
 
 impl EpilogueKind {
@@ -108,7 +110,8 @@ enum Size {
     /// kernel's half-size cluster tiles fill better (see [`ragged`]), or an epilogue other than
     /// the seed's ([`EpilogueKind::Other`]: the ping-pong hides its cost, the cooperative does not).
     LargePingpong,
-    /// At least one wave of 128×128 tiles.
+    /// At least one wave of 128×128 tiles; also a large problem with K at most
+    /// [`LARGE_SHORT_K`] and an epilogue other than the seed's (see [`Size::of`]).
     Medium,
     /// As many, but a last wave that 64×128 tiles fill better (see [`ragged`]), where stream-K
     /// would not share the 64×128 tiles' own last wave (fewer than 8 waves of them, short
@@ -129,7 +132,13 @@ impl Size {
         let clusters = occupancy.max_active_clusters as u64;
         let cooperative = Kernel::Sm90Cooperative128x256Cluster2SmemA;
         if clusters > 0 && s.cluster_tiles(cooperative) >= LARGE_WAVES * clusters {
-            if epilogue == EpilogueKind::Other
+            if epilogue == EpilogueKind::Other && s.k <= LARGE_SHORT_K {
+                // The 128×128 ping-pong without a cluster: at short K a rolled form's epilogue
+                // outlasts the other consumer's mainloop, and there the cluster twin (whose two
+                // CTAs share each stage's loads, so the later one holds up both) ran every rolled
+                // form slower, at long K faster (docs/BENCHMARKS.md, "Epilogue forms").
+                Size::Medium
+            } else if epilogue == EpilogueKind::Other
                 || s.k <= LARGE_SHORT_K
                 || ragged(
                     s,

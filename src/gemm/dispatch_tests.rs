@@ -106,8 +106,9 @@ fn auto_prefers_wgmma_on_hopper_and_mma_sync_elsewhere() {
 
 /// Every epilogue form but the seed's (the rolled loop, which only a ping-pong kernel overlaps
 /// with a mainloop; plain Linear and ReLU, as fast there) takes, on a large problem, the
-/// ping-pong cluster twin of the cooperative cluster kernel, on both roundings; the other sizes
-/// are ping-pongs already, and the A100's mma.sync kernels have one store path for both.
+/// ping-pong cluster twin of the cooperative cluster kernel, and at K ≤ 1024 the ping-pong
+/// without a cluster, on both roundings; the other sizes are ping-pongs already, and the A100's
+/// mma.sync kernels have one store path for both.
 #[test]
 fn epilogues_other_than_the_seed_s_take_the_ping_pong_on_large_problems() {
     let other = |d: &Dev, precision: Precision, s: Shape| {
@@ -126,6 +127,12 @@ fn epilogues_other_than_the_seed_s_take_the_ping_pong_on_large_problems() {
             let seed = select_kernel(&H200(), Dispatch::Auto, precision, s, (ALIGNED, s.k), (ALIGNED, s.k), 0).unwrap();
             assert_eq!(seed.kernel, Kernel::Sm90Cooperative128x256Cluster2SmemA, "{s:?} {precision:?}");
             assert_eq!(other(&H200(), precision, s).kernel, Kernel::Sm90Pingpong128x128Cluster2SmemA, "{s:?}");
+        }
+        // At short K the ping-pong without a cluster, where the seed form gets the cluster twin.
+        for s in [shape(8192, 3072, 768), shape(16384, 4096, 1024)] {
+            let seed = select_kernel(&H200(), Dispatch::Auto, precision, s, (ALIGNED, s.k), (ALIGNED, s.k), 0).unwrap();
+            assert_eq!(seed.kernel, Kernel::Sm90Pingpong128x128Cluster2SmemA, "{s:?} {precision:?}");
+            assert_eq!(other(&H200(), precision, s).kernel, Kernel::Sm90Pingpong128x128SmemA, "{s:?}");
         }
         // A medium problem runs the same kernel for every form.
         let s = shape(2048, 4096, 4096);

@@ -183,7 +183,8 @@ impl FusedGemm {
     /// Checks a call and says which kernel it would launch on `stream` (CUTLASS's
     /// `can_implement`), without launching: what [`FusedGemm::run`] (no workspace) runs. That is
     /// the seed form; [`FusedGemm::run_gemm`] with another epilogue runs the ping-pong twin where
-    /// this plan shows the cooperative cluster kernel (docs/TILING.md, `LargePingpong`), and
+    /// this plan shows the cooperative cluster kernel, and the ping-pong without a cluster where
+    /// K ≤ 1024 and this plan shows the ping-pong cluster kernel (docs/TILING.md, `Size`), and
     /// returns the plan it ran. `Ok(None)`: M or N is 0, there is nothing to do.
     pub fn plan(
         &self,

@@ -428,8 +428,8 @@ kernel_table! {
     Sm90Pingpong128x128Cluster2RmemA =>
         wgmma("ge_sm90_pingpong_128x128x32_s6_cluster2_rmem_a", SM90_PINGPONG_128X128, CLUSTER_M, Tf32);
     /// [`Kernel::Sm90Pingpong128x128Cluster2RmemA`] with X from shared memory: Auto's kernel
-    /// from 3 waves of the cooperative 256×256 cluster tiles where K is short or their last wave
-    /// is ragged.
+    /// from 3 waves of the cooperative 256×256 cluster tiles for the seed form where K is short
+    /// or their last wave is ragged, and for every other form where K is long.
     Sm90Pingpong128x128Cluster2SmemA =>
         wgmma("ge_sm90_pingpong_128x128x32_s6_cluster2_smem_a", SM90_PINGPONG_128X128, CLUSTER_M, Tf32Truncated);
     /// TMA + wgmma cooperative, 128×256×32 tile shared by both consumer warpgroups (64 rows each,
