@@ -43,9 +43,13 @@ __device__ __forceinline__ void consume(const GeSm90Params &p, typename Cfg::Sto
         const auto epi = Cfg::Epilogue::from(prob);
         WarpTileBias<Cfg::TILE_N> bias;
         bias.load(epi, tile.n0, prob.n, lane);
-        // C of this consumer's rows, asked into L2 now for the same reason (store_tile_general).
+        // C of this consumer's rows, asked into L2 now for the same reason (store_tile_general),
+        // where the mainloop is long enough to hide it: behind a short one (K <= 1024) the
+        // prefetch's requests delay the mainloop's operand loads by more than they save the
+        // epilogue (docs/EPILOGUE.md, "The epilogue in the kernels").
         const int m0 = tile.m0 + cta_rank * Cfg::TILE_M + row0;
-        if (epi.source) prefetch_source_tile<Cfg>(epi, prob, m0, tile.n0, Cfg::CONSUMER_ROWS, wg_thread);
+        if (epi.source && prob.k > kPrefetchSourceMinK)
+            prefetch_source_tile<Cfg>(epi, prob, m0, tile.n0, Cfg::CONSUMER_ROWS, wg_thread);
 
         float acc[Cfg::M_ATOMS][Cfg::ACC_PER_ATOM];
         const uint32_t held_stage = mma_tile<Cfg>(s, pipe, w.kb_end - w.kb_begin, acc, row0, warp, lane);

@@ -294,6 +294,10 @@ __device__ __forceinline__ void store_tile_general(const GeSm90Params &p, float 
     if (has_c) ge::ptx::cp_async_wait<0>();  // the last, empty group: nothing in flight past the loop
 }
 
+// The least K above which a tile's C is prefetched (consumer.cuh): behind a shorter mainloop
+// the prefetch delays the operands' loads by more than it saves the epilogue.
+inline constexpr int kPrefetchSourceMinK = 1024;
+
 // C of a consumer's `rows` x TILE_N part of a tile, asked into L2 when the tile's mainloop
 // starts (one prefetch per 128-byte piece of each row, spread over the warpgroup's threads), so
 // that store_tile_general's loads of it hit L2 instead of waiting on memory while the tensor
