@@ -3,7 +3,7 @@
 
     ncu --section SourceCounters ... -o REPORT PROGRAM
     ncu -i REPORT.ncu-rep --page source --csv --print-source sass > SOURCE.csv
-    tools/ncu_blocks.py [--top N] [--range NAME:LO-HI ...] SOURCE.csv[.gz]
+    tools/ncu_blocks.py [--top N] [--sort REASON] [--range NAME:LO-HI ...] SOURCE.csv[.gz]
 
 A block is a run of consecutive instructions that executed or were sampled (an instruction that
 did neither ends it). Prints the N blocks with the most samples (offsets from the kernel's first
@@ -11,6 +11,8 @@ instruction, instructions executed, samples, the leading stall reasons, the bloc
 instruction), then the samples and instructions executed per named offset range (`--range
 order_wait:0x2400-0x2600`; offsets outside every range count as `other`), so that a kernel's
 time can be split by role (mainloop, epilogue, producer) with ranges read off its SASS.
+`--sort no_inst` lists the blocks with the most samples of that stall reason instead (ncu's
+column name without `stall_`: no_inst, long_sb, wait, barrier, ...).
 """
 
 import argparse
@@ -40,11 +42,14 @@ def main():
     ap.add_argument("source")
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--range", action="append", default=[], metavar="NAME:LO-HI")
+    ap.add_argument("--sort", metavar="REASON", help="order blocks by this stall reason's samples")
     args = ap.parse_args()
     header, data = rows_of(args.source)
     col = {name: i for i, name in enumerate(header)}
     samples, executed, text = col["Warp Stall Sampling (All Samples)"], col["Instructions Executed"], col["Source"]
     reasons = [(i, c[len("stall_") :]) for i, c in enumerate(header) if c.startswith("stall_") and "Not Issued" not in c]
+    if args.sort and not any(why == args.sort for _, why in reasons):
+        sys.exit(f"no stall reason {args.sort!r}: " + ", ".join(why for _, why in reasons))
     recs = [r for r in data if len(r) > samples and r[col["Address"]].startswith("0x")]
     if not recs:
         sys.exit("no instructions in " + args.source)
@@ -79,7 +84,8 @@ def main():
     total = sum(b["s"] for b in blocks) or 1.0
     print("| offsets | instructions | executed | samples | share | leading stalls | first instruction |")
     print("|---|---:|---:|---:|---:|---|---|")
-    for b in sorted(blocks, key=lambda b: -b["s"])[: args.top]:
+    order = (lambda b: -b["why"][args.sort]) if args.sort else (lambda b: -b["s"])
+    for b in sorted(blocks, key=order)[: args.top]:
         why = ", ".join(f"{k} {v:.0f}" for k, v in b["why"].most_common(4) if v)
         print(
             f"| {b['lo']:#x}–{b['hi']:#x} | {b['n']} | {b['e']:.0f} | {b['s']:.0f} | {b['s'] / total:.3f} "

@@ -15,8 +15,18 @@ namespace ge::epilogue {
 // `y * s + y.clone()`: t = v*s rounded, then t + v rounded (two ops, never an FMA).
 __device__ __forceinline__ float scale_add(float v, float s) { return __fadd_rn(__fmul_rn(v, s), v); }
 
-// `torch.relu`: clamp_min(v, 0) with NaN passed through (fmaxf alone would return 0 for NaN).
-__device__ __forceinline__ float relu(float v) { return v != v ? v : fmaxf(v, 0.0f); }
+// max(v, floor) with NaN passed through (fmaxf alone would return floor for NaN): one
+// `max.NaN` (sm_80+), whose NaN result is the canonical one. Every v the kernels pass here is an
+// FADD's result (acc + bias), whose NaN is canonical already, so this is bitwise
+// `v != v ? v : fmaxf(v, floor)` in one instruction instead of a compare and a select.
+__device__ __forceinline__ float max_keep_nan(float v, float floor) {
+    float y;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(v), "f"(floor));
+    return y;
+}
+
+// `torch.relu`: clamp_min(v, 0) with NaN passed through.
+__device__ __forceinline__ float relu(float v) { return max_keep_nan(v, 0.0f); }
 
 // MUFU.EX2 and MUFU.RCP as libdevice and nvcc's division use them (no range scaling).
 __device__ __forceinline__ float ex2_approx_ftz(float x) {

@@ -313,8 +313,11 @@ __device__ __forceinline__ void prefetch_source_tile(const Epilogue &epi, const 
 }
 
 // The pair ops of store_tile_tma for the forms that run unrolled there: the seed's, and plain
-// Linear or ReLU (one instantiation for both, the choice a uniform select per element: a third
-// copy of the unrolled store cost more build time than the select costs in the kernel). Every
+// Linear or ReLU (one instantiation for both: a third copy of the unrolled store cost more
+// build time than sharing one costs in the kernel). Both are max(v, floor) with NaN kept, floor
+// 0 for ReLU and -inf for plain Linear (where it returns v, -0 and NaN included): one
+// instruction per element, where a select between them cost three (a NaN test and a predicated
+// max and move) and made that store's code longer than the seed form's. Every
 // other form takes the rolled loop of store_tile_general: an unrolled copy of f per accumulator
 // register would be larger, and an unrolled + C, each pair waiting for its own load of C,
 // measured slower than the rolled loop, which stages C a box ahead (docs/EPILOGUE.md, "What it
@@ -330,10 +333,11 @@ struct SeedOp {
 template <class Epilogue>
 struct LinearOrReluOp {
     Epilogue epi;
-    bool relu;
+    float floor;  // 0 (ReLU) or -inf (plain Linear)
+    __device__ __forceinline__ LinearOrReluOp(const Epilogue &e, bool relu)
+        : epi(e), floor(relu ? 0.0f : __int_as_float(0xff800000)) {}
     __device__ __forceinline__ float one(float acc, float b) const {
-        const float v = epi.linear(acc, b);
-        return relu ? epilogue::relu(v) : v;
+        return epilogue::max_keep_nan(epi.linear(acc, b), floor);
     }
     __device__ __forceinline__ float2 operator()(float a0, float a1, float2 b) const {
         return make_float2(one(a0, b.x), one(a1, b.y));
