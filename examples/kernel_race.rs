@@ -286,7 +286,7 @@ fn race(
             println!(
                 "| {m}×{n}×{k} | {kernel:?} | {} | {limit} | {:?} | {plan} | {} | {ratio} | {:.2e} |",
                 form.name(),
-                kernel.precision(),
+                setups[i].0.precision(),
                 ms.map_or("n/a".into(), |v| format!("{v:.5}")),
                 errors[i]
             );
