@@ -1,5 +1,9 @@
-//! Compiles `csrc/kernels.cu` with nvcc into one fatbin (SASS for sm_80 and sm_90a, PTX for newer
-//! chips) that `src/kernels/loaded.rs` embeds with `include_bytes!` and loads through cudarc.
+//! Compiles every translation unit of `csrc/units/` with nvcc into a fatbin of its own (SASS for
+//! sm_80 and sm_90a, PTX for newer chips), the units side by side, and writes
+//! `$OUT_DIR/units.rs`: the fatbins (`include_bytes!`) and which unit holds which kernel, which
+//! `src/kernels/loaded.rs` loads through cudarc. Several units rather than one so that a build
+//! on few cores keeps them all busy: one unit's sm_90a chain (cicc, then ptxas) alone took longer
+//! than the rest of the build.
 //!
 //! nvcc is looked for, in order: `$NVCC`, `$CUDA_HOME/bin`, `$CUDA_PATH/bin`, `PATH`,
 //! `/usr/local/cuda/bin`, and the project-local prefix that `.ci/setup-toolchain` fills from PyPI.
@@ -12,8 +16,7 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{exit, Command};
 
-const KERNELS: &str = "csrc/kernels.cu";
-const FATBIN: &str = "gemm_epilogue.fatbin";
+const UNITS: &str = "csrc/units";
 /// Real SASS for the two targets we tune for, and PTX for everything newer.
 const GENCODE: [&str; 3] = [
     "-gencode=arch=compute_80,code=sm_80",
@@ -22,10 +25,16 @@ const GENCODE: [&str; 3] = [
 ];
 const MIN_NVCC_MAJOR: u32 = 12;
 
+/// One translation unit: its name (the file stem), its source, and where its fatbin goes.
+struct Unit {
+    name: String,
+    source: PathBuf,
+    fatbin: PathBuf,
+}
+
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let fatbin = out_dir.join(FATBIN);
 
     list_inputs(&manifest.join("csrc"));
     #[cfg(feature = "regen-bindings")]
@@ -40,11 +49,15 @@ fn main() {
     for var in ["NVCC", "CUDA_HOME", "CUDA_PATH", "GEMM_EPILOGUE_NVCC_FLAGS", "GEMM_EPILOGUE_MUTATION", "DOCS_RS"] {
         println!("cargo:rerun-if-env-changed={var}");
     }
+    let units = find_units(&manifest, &out_dir);
 
     if env::var_os("DOCS_RS").is_some() {
-        // docs.rs has no CUDA toolkit: document the API against an empty image.
-        std::fs::write(&fatbin, []).unwrap_or_else(|e| fail(&format!("cannot write {}: {e}", fatbin.display())));
-        let _ = std::fs::write(out_dir.join("nvcc-resource-usage.txt"), "");
+        // docs.rs has no CUDA toolkit: document the API against empty images.
+        for unit in &units {
+            write(&unit.fatbin, b"");
+        }
+        write(&out_dir.join("nvcc-resource-usage.txt"), b"");
+        write(&out_dir.join("units.rs"), units_rs(&units, &vec![String::new(); units.len()]).as_bytes());
         return;
     }
 
@@ -57,52 +70,166 @@ fn main() {
     env::set_var("NVCC", &nvcc);
     let mut build = cc::Build::new();
     build.cuda(true).cargo_metadata(false).warnings(false).debug(false).opt_level(3);
-    let mut cmd = build.get_compiler().to_command();
-    // `--threads 2`: the sm_80 and sm_90a chains (cicc, ptxas) run side by side; the fatbin is
-    // the same bytes, and each kernel's ptxas report stays in one piece.
-    cmd.args(["-std=c++17", "-O3", "-lineinfo", "-Xptxas=-v", "-fatbin", "--threads", "2"])
+    let compiler = build.get_compiler();
+    let mutation = mutation();
+    let command = |unit: &Unit| {
+        let mut cmd = compiler.to_command();
+        // `--threads 2`: the unit's sm_80 and sm_90a chains (cicc, ptxas) run side by side.
+        // `-compress-all`: every image compressed (nvcc's default compresses only large fatbins).
+        cmd.args([
+            "-std=c++17",
+            "-O3",
+            "-lineinfo",
+            "-Xptxas=-v",
+            "-Xfatbin=-compress-all",
+            "-fatbin",
+            "--threads",
+            "2",
+        ])
         .args(GENCODE)
         .arg("-I")
         .arg(manifest.join("csrc/include"))
         .arg("-o")
-        .arg(&fatbin)
-        .arg(manifest.join(KERNELS));
-    if let Ok(extra) = env::var("GEMM_EPILOGUE_NVCC_FLAGS") {
-        cmd.args(extra.split_whitespace());
-    }
-    // Tests only: `GEMM_EPILOGUE_MUTATION=<n>` compiles the kernels with one deliberate bug (the
-    // `#if GE_MUTATION == n` hooks in csrc/common/, and the `cfg!(ge_mutation = "n")` ones in
-    // src/), so tools/mutation_run.sh can prove that the oracles catch it. Unset (the default):
-    // no hook is compiled in.
-    if let Ok(n) = env::var("GEMM_EPILOGUE_MUTATION") {
-        let n = n.trim();
-        if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) || n == "0" {
-            fail(&format!("GEMM_EPILOGUE_MUTATION={n:?}: expected a mutation number (1, 2, ...)"));
+        .arg(&unit.fatbin)
+        .arg(&unit.source);
+        if let Ok(extra) = env::var("GEMM_EPILOGUE_NVCC_FLAGS") {
+            cmd.args(extra.split_whitespace());
         }
-        println!(
-            "cargo:warning=GEMM_EPILOGUE_MUTATION={n}: the kernels are built with deliberate bug #{n} (tests only)"
-        );
-        cmd.arg(format!("-DGE_MUTATION={n}"));
-        println!("cargo:rustc-cfg=ge_mutation=\"{n}\"");
-    }
-    let output = cmd.output().unwrap_or_else(|e| fail(&format!("could not run {}: {e}", nvcc.display())));
-    // The ptxas resource report (registers, smem, spills) is kept next to the fatbin.
+        if let Some(n) = &mutation {
+            cmd.arg(format!("-DGE_MUTATION={n}"));
+        }
+        cmd
+    };
+    let reports = compile_all(&units, command);
+
+    // The ptxas resource reports (registers, smem, spills) are kept next to the fatbins, one
+    // unit after another.
     let log = out_dir.join("nvcc-resource-usage.txt");
-    let _ = std::fs::write(&log, &output.stderr);
-    if !output.status.success() {
-        eprintln!("{}", String::from_utf8_lossy(&output.stderr));
-        fail(&format!("nvcc failed compiling {KERNELS} ({}); command: {cmd:?}", output.status));
+    let mut all = String::new();
+    for (unit, report) in units.iter().zip(&reports) {
+        all.push_str(&format!("// unit {}\n{report}", unit.name));
     }
+    write(&log, all.as_bytes());
+    write(&out_dir.join("units.rs"), units_rs(&units, &reports).as_bytes());
     // Name the kernels that spill (only the crate's own developers see build-script warnings).
-    let report = String::from_utf8_lossy(&output.stderr);
     let mut function = "";
-    for line in report.lines() {
+    for line in all.lines() {
         if let Some(rest) = line.split("Function properties for ").nth(1) {
             function = rest.trim();
         } else if line.contains("spill stores") && !line.contains(" 0 bytes spill stores") {
             println!("cargo:warning={function}: {} (report: {})", line.trim(), log.display());
         }
     }
+}
+
+/// Tests only: `GEMM_EPILOGUE_MUTATION=<n>` compiles the kernels with one deliberate bug (the
+/// `#if GE_MUTATION == n` hooks in csrc/common/, and the `cfg!(ge_mutation = "n")` ones in
+/// src/), so tools/mutation_run.sh can prove that the oracles catch it. Unset (the default): no
+/// hook is compiled in.
+fn mutation() -> Option<String> {
+    let n = env::var("GEMM_EPILOGUE_MUTATION").ok()?;
+    let n = n.trim().to_string();
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) || n == "0" {
+        fail(&format!("GEMM_EPILOGUE_MUTATION={n:?}: expected a mutation number (1, 2, ...)"));
+    }
+    println!("cargo:warning=GEMM_EPILOGUE_MUTATION={n}: the kernels are built with deliberate bug #{n} (tests only)");
+    println!("cargo:rustc-cfg=ge_mutation=\"{n}\"");
+    Some(n)
+}
+
+/// The `.cu` files of csrc/units/, by name.
+fn find_units(manifest: &Path, out_dir: &Path) -> Vec<Unit> {
+    let dir = manifest.join(UNITS);
+    let mut units: Vec<Unit> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| fail(&format!("cannot read {}: {e}", dir.display())))
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "cu"))
+        .map(|source| {
+            let name = source.file_stem().and_then(|s| s.to_str()).map(str::to_string);
+            let name =
+                name.filter(|n| n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')).unwrap_or_else(|| {
+                    fail(&format!("{}: a unit's name must be ASCII letters, digits and _", source.display()))
+                });
+            let fatbin = out_dir.join(format!("{name}.fatbin"));
+            Unit { name, source, fatbin }
+        })
+        .collect();
+    units.sort_by(|a, b| a.name.cmp(&b.name));
+    if units.is_empty() {
+        fail(&format!("no .cu file in {}", dir.display()));
+    }
+    units
+}
+
+/// Runs every unit's nvcc, at most cargo's job count at once, and returns each one's stderr
+/// (ptxas's report); stops the build at the first failure, with its output.
+fn compile_all(units: &[Unit], command: impl Fn(&Unit) -> Command + Sync) -> Vec<String> {
+    let jobs = env::var("NUM_JOBS").ok().and_then(|j| j.parse::<usize>().ok()).unwrap_or(1).max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let reports: Vec<std::sync::Mutex<Option<String>>> = units.iter().map(|_| Default::default()).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.min(units.len()) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(unit) = units.get(i) else { break };
+                let mut cmd = command(unit);
+                let output =
+                    cmd.output().unwrap_or_else(|e| fail(&format!("could not run nvcc for {}: {e}", unit.name)));
+                let report = String::from_utf8_lossy(&output.stderr).into_owned();
+                if !output.status.success() {
+                    eprintln!("{report}");
+                    fail(&format!(
+                        "nvcc failed compiling {} ({}); command: {cmd:?}",
+                        unit.source.display(),
+                        output.status
+                    ));
+                }
+                *reports[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
+            });
+        }
+    });
+    reports.into_iter().map(|r| r.into_inner().unwrap_or_else(|e| e.into_inner()).unwrap_or_default()).collect()
+}
+
+/// `units.rs`: the fatbins, and each kernel's unit as ptxas reported compiling it.
+fn units_rs(units: &[Unit], reports: &[String]) -> String {
+    let mut rs =
+        String::from("// Written by build.rs: one fatbin per file of csrc/units/, and the unit of each entry.\n");
+    rs.push_str(&format!("pub(crate) static UNITS: [Unit; {}] = [\n", units.len()));
+    for unit in units {
+        rs.push_str(&format!(
+            "    Unit {{ name: {:?}, fatbin: include_bytes!({:?}) }},\n",
+            unit.name,
+            unit.fatbin.display().to_string()
+        ));
+    }
+    rs.push_str("];\n");
+    let mut entries: Vec<(String, usize)> = Vec::new();
+    for (i, report) in reports.iter().enumerate() {
+        for line in report.lines() {
+            let Some(rest) = line.split("Compiling entry function '").nth(1) else { continue };
+            let Some(name) = rest.split('\'').next() else { continue };
+            match entries.iter().find(|(n, _)| n == name) {
+                None => entries.push((name.to_string(), i)),
+                Some((_, j)) if *j != i => {
+                    fail(&format!("kernel {name} is in two units, {} and {}", units[*j].name, units[i].name))
+                }
+                Some(_) => {} // the same unit's other architecture
+            }
+        }
+    }
+    entries.sort();
+    rs.push_str(&format!("pub(crate) static ENTRY_UNITS: [(&str, usize); {}] = [\n", entries.len()));
+    for (name, i) in entries {
+        rs.push_str(&format!("    ({name:?}, {i}),\n"));
+    }
+    rs.push_str("];\n");
+    rs
+}
+
+fn write(path: &Path, bytes: &[u8]) {
+    std::fs::write(path, bytes).unwrap_or_else(|e| fail(&format!("cannot write {}: {e}", path.display())));
 }
 
 /// Emits rerun-if-changed for every file under csrc/ (and the folders, for added files).

@@ -8,7 +8,9 @@ Before/after diff of two builds:
     tools/sass_counts.py [--cuobjdump PATH] [--rename FILE] [--opcodes] \
         --before FATBIN PTXAS_LOG --after FATBIN PTXAS_LOG
 
-FATBIN is what build.rs's nvcc command writes (`-fatbin`), PTXAS_LOG its stderr (`-Xptxas=-v`).
+FATBIN is a fatbin build.rs's nvcc commands write (`-fatbin`, one per unit of csrc/units/), or the
+folder holding them (build.rs's OUT_DIR: every *.fatbin in it); PTXAS_LOG their stderr
+(`-Xptxas=-v`; build.rs keeps all units' in OUT_DIR/nvcc-resource-usage.txt).
 cuobjdump is taken from --cuobjdump, else $CUOBJDUMP, else PATH.
 
 --rename FILE maps old kernel names to new ones so that both builds share one row key. FILE is
@@ -66,9 +68,22 @@ def family_of(op):
     return None
 
 
+def fatbins_of(path):
+    """The fatbins a FATBIN argument names: the file, or every *.fatbin in a folder."""
+    if os.path.isdir(path):
+        found = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".fatbin"))
+        if not found:
+            sys.exit(f"no .fatbin in {path}")
+        return found
+    return [path]
+
+
 def read_sass(fatbin, cuobjdump):
-    """{(name, arch): [opcode, ...]} for every function of every ELF in the fatbin."""
-    out = subprocess.run([cuobjdump, "-sass", fatbin], check=True, capture_output=True, text=True).stdout
+    """{(name, arch): [opcode, ...]} for every function of every ELF in the fatbin(s)."""
+    out = "".join(
+        subprocess.run([cuobjdump, "-sass", f], check=True, capture_output=True, text=True).stdout
+        for f in fatbins_of(fatbin)
+    )
     funcs = {}
     arch, in_elf, current = None, False, None
     for line in out.splitlines():
@@ -101,17 +116,26 @@ def read_ptxas(log):
     """{(name, arch): {regs, stack, spill_st, spill_ld, smem}} from a `ptxas -v` report."""
     info = {}
     current = None
+    # The stack and spill line follows "Function properties for NAME": the entry's own, or that of
+    # a function it calls (an out-of-line device function), which is not the entry's.
+    own_properties = False
     with open(log, encoding="utf-8", errors="replace") as f:
         for line in f:
             m = re.search(r"Compiling entry function '([^']+)' for '([^']+)'", line)
             if m:
-                current = info.setdefault((m.group(1), m.group(2)), {})
+                entry = m.group(1)
+                current = info.setdefault((entry, m.group(2)), {})
                 continue
             if current is None:
                 continue
+            m = re.search(r"Function properties for (\S+)", line)
+            if m:
+                own_properties = m.group(1) == entry
+                continue
             m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
             if m:
-                current["stack"], current["spill_st"], current["spill_ld"] = map(int, m.groups())
+                if own_properties:
+                    current["stack"], current["spill_st"], current["spill_ld"] = map(int, m.groups())
                 continue
             m = re.search(r"Used (\d+) registers", line)
             if m:

@@ -268,7 +268,7 @@ typedef struct GeSm90Params {
  *     {TILE_K, W_BOX_ROWS} for W.
  * Rows of the second CTA past m (m <= TILE_M, or m % (2*TILE_M) in 1..TILE_M) are zero-filled
  * by TMA and not stored; that CTA still loads and multicasts its W slice. Every cluster entry
- * (the five `_cluster2` symbols) has the same block and smem (sm90/entries.cuh checks it), so one
+ * (the five `_cluster2` symbols) has the same block and smem (sm90/entry.cuh checks it), so one
  * cuOccupancyMaxActiveClusters answer serves them all. */
 #define GE_SM90_CLUSTER_M 2
 

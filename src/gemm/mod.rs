@@ -494,10 +494,10 @@ impl FusedGemm {
         Ok(shape)
     }
 
-    /// The loaded module (the testbed loads its elementwise kernel from it).
+    /// A kernel of the loaded fatbins by its symbol (the testbed's elementwise pass).
     #[cfg(feature = "testbed")]
-    pub(crate) fn module(&self) -> &Arc<cudarc::driver::CudaModule> {
-        &self.kernels.module
+    pub(crate) fn load_function(&self, name: &str) -> Result<cudarc::driver::CudaFunction> {
+        self.kernels.load_function(name)
     }
 
     pub(crate) fn select(&self, call: Call) -> Result<Plan> {

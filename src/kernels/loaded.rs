@@ -1,12 +1,14 @@
-//! The fatbin loaded into one context: every kernel the device can run looked up once, its
-//! shared-memory limit raised, and how many of its CTAs (or clusters) fit on the device at once.
+//! The fatbins loaded into one context (one module per translation unit of csrc/units/): every
+//! kernel the device can run looked up once, its shared-memory limit raised, and how many of its
+//! CTAs (or clusters) fit on the device at once.
 //! Occupancy is private to this module and to dispatch: it depends on the loaded kernels, not on
 //! the device alone.
 
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, LaunchConfig};
+use cudarc::driver::sys::CUresult;
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, DriverError, LaunchConfig};
 use cudarc::nvrtc::Ptx;
 
 use super::catalogue::{Family, Kernel, KERNEL_COUNT};
@@ -14,8 +16,23 @@ use crate::device::DeviceInfo;
 use crate::driver::launch;
 use crate::error::Result;
 
-/// The fatbin nvcc built from `csrc/kernels.cu`: SASS for sm_80 and sm_90a, PTX for newer chips.
-pub(crate) static FATBIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/gemm_epilogue.fatbin"));
+/// A translation unit's fatbin, as build.rs compiled it: SASS for sm_80 and sm_90a, PTX for newer
+/// chips.
+pub(crate) struct Unit {
+    /// The file stem of its source in csrc/units/ (the tests name it).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub name: &'static str,
+    pub fatbin: &'static [u8],
+}
+
+// `UNITS: [Unit; _]`, and `ENTRY_UNITS: [(&str, usize); _]`: each kernel's index in UNITS, by
+// name (build.rs reads it from ptxas's report of compiling the kernel).
+include!(concat!(env!("OUT_DIR"), "/units.rs"));
+
+/// The index in [`UNITS`] of the unit that holds the kernel `name`.
+fn unit_of(name: &str) -> Option<usize> {
+    ENTRY_UNITS.iter().find(|(n, _)| *n == name).map(|&(_, unit)| unit)
+}
 
 /// The repack kernel's symbol (`csrc/elementwise/repack_tf32.cuh`).
 const REPACK: &str = "ge_repack_tf32";
@@ -71,21 +88,24 @@ pub(crate) fn unsupported(kernel: Kernel, device: &DeviceInfo, occupancy: &Occup
     None
 }
 
-/// The loaded module and what [`crate::FusedGemm`] launches from it.
+/// The loaded modules and what [`crate::FusedGemm`] launches from them.
 pub(crate) struct LoadedKernels {
     pub ctx: Arc<CudaContext>,
     pub device: DeviceInfo,
     pub occupancy: Occupancy,
-    /// The whole module, for kernels outside the table (the testbed's elementwise pass).
-    #[cfg_attr(not(feature = "testbed"), allow(dead_code))]
-    pub module: Arc<CudaModule>,
+    /// One per [`UNITS`], in its order.
+    modules: Vec<Arc<CudaModule>>,
     functions: [Option<CudaFunction>; KERNEL_COUNT],
     pub repack: CudaFunction,
 }
 
 impl LoadedKernels {
     pub fn load(ctx: &Arc<CudaContext>, device: DeviceInfo) -> Result<Self> {
-        let module = ctx.load_module(Ptx::from_binary(FATBIN.to_vec()))?;
+        let modules = UNITS
+            .iter()
+            .map(|unit| ctx.load_module(Ptx::from_binary(unit.fatbin.to_vec())))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let load_function = |name: &str| load_function(&modules, name);
         let mut functions: [Option<CudaFunction>; KERNEL_COUNT] = std::array::from_fn(|_| None);
         // Answers below fill this in; until then a cluster kernel counts as not fitting, which
         // `unsupported` ignores for the checks made before the cluster query.
@@ -97,7 +117,7 @@ impl LoadedKernels {
             if unsupported(kernel, &device, &before_cluster_query).is_some() {
                 continue;
             }
-            let function = module.load_function(spec.name)?;
+            let function = load_function(spec.name)?;
             // Before the occupancy queries: they count with this much shared memory per CTA.
             function.set_attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, spec.smem_bytes as i32)?;
             if spec.cluster_m > 1 {
@@ -126,8 +146,15 @@ impl LoadedKernels {
             }
             functions[kernel.index()] = Some(function);
         }
-        let repack = module.load_function(REPACK)?;
-        Ok(Self { ctx: ctx.clone(), device, occupancy, module, functions, repack })
+        let repack = load_function(REPACK)?;
+        Ok(Self { ctx: ctx.clone(), device, occupancy, modules, functions, repack })
+    }
+
+    /// Any kernel of the fatbins by its symbol, also one outside the table (the testbed's
+    /// elementwise pass).
+    #[cfg_attr(not(feature = "testbed"), allow(dead_code))]
+    pub fn load_function(&self, name: &str) -> Result<CudaFunction> {
+        load_function(&self.modules, name)
     }
 
     /// The loaded function of `kernel` (`None`: the device cannot run it).
@@ -136,12 +163,20 @@ impl LoadedKernels {
     }
 }
 
+/// `name` from the module of its unit; a name no unit holds is the driver's "not found", as
+/// from one module.
+fn load_function(modules: &[Arc<CudaModule>], name: &str) -> Result<CudaFunction> {
+    let module = unit_of(name).and_then(|u| modules.get(u));
+    let module = module.ok_or(DriverError(CUresult::CUDA_ERROR_NOT_FOUND))?;
+    Ok(module.load_function(name)?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// ptxas's report of the build that made [`FATBIN`] (build.rs keeps it next to it): the
-    /// fatbin itself may be compressed (nvcc decides), its names then unreadable in it.
+    /// ptxas's report of the build that made [`UNITS`] (build.rs keeps it next to them): the
+    /// fatbins themselves are compressed, their names unreadable in them.
     const PTXAS_REPORT: &str = include_str!(concat!(env!("OUT_DIR"), "/nvcc-resource-usage.txt"));
 
     fn compiled_for(name: &str, arch: &str) -> bool {
@@ -149,15 +184,23 @@ mod tests {
     }
 
     #[test]
-    fn every_kernel_is_in_the_fatbin() {
-        assert!(FATBIN.len() > 1024, "empty fatbin: was the crate built with DOCS_RS set?");
-        // Every entry compiled to SASS for both targets (an sm_90 one's sm_80 build is a stub).
-        for kernel in Kernel::ALL {
+    fn every_kernel_is_in_one_unit() {
+        assert!(UNITS.iter().all(|u| u.fatbin.len() > 1024), "empty fatbin: was the crate built with DOCS_RS set?");
+        // Every entry compiled to SASS for both targets (an sm_90 one's sm_80 build is a stub),
+        // in exactly one unit, which loading looks it up in.
+        for name in Kernel::ALL.iter().map(|k| k.name()).chain([REPACK, "ge_elementwise_epilogue"]) {
             for arch in ["sm_80", "sm_90a"] {
-                assert!(compiled_for(kernel.name(), arch), "{} missing for {arch}", kernel.name());
+                assert!(compiled_for(name, arch), "{name} missing for {arch}");
             }
+            assert_eq!(ENTRY_UNITS.iter().filter(|(n, _)| *n == name).count(), 1, "{name}");
+            assert!(unit_of(name).is_some_and(|u| u < UNITS.len()), "{name}");
         }
-        assert!(compiled_for(REPACK, "sm_90a") && compiled_for(REPACK, "sm_80"));
+        assert_eq!(unit_of("ge_no_such_kernel"), None);
+        // Every unit holds a kernel, and the entries are ptxas's, nothing else.
+        for (i, unit) in UNITS.iter().enumerate() {
+            assert!(ENTRY_UNITS.iter().any(|&(_, u)| u == i), "unit {} holds no kernel", unit.name);
+        }
+        assert_eq!(ENTRY_UNITS.len(), PTXAS_REPORT.matches("Compiling entry function").count() / 2);
     }
 
     const H200: DeviceInfo = DeviceInfo { compute_capability: (9, 0), sm_count: 132, max_smem_per_block: 232_448 };

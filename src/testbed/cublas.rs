@@ -45,13 +45,13 @@ pub struct CublasBaseline {
 }
 
 impl CublasBaseline {
-    /// A cuBLAS handle on `stream`; `gemm` supplies the module of the elementwise kernel and the
+    /// A cuBLAS handle on `stream`; `gemm` supplies the elementwise kernel and the
     /// validation.
     /// [`super::Error::NoLibrary`] where cudarc cannot load libcublas.
     pub fn new(gemm: &FusedGemm, stream: Arc<CudaStream>) -> Result<Self> {
         gemm.check_stream(&stream)?;
         super::cublas_library()?;
-        let elementwise = gemm.module().load_function(ELEMENTWISE)?;
+        let elementwise = gemm.load_function(ELEMENTWISE)?;
         Ok(Self { blas: CudaBlas::new(stream.clone())?, stream, gemm: gemm.clone(), elementwise })
     }
 
