@@ -167,29 +167,40 @@ fn find_units(manifest: &Path, out_dir: &Path) -> Vec<Unit> {
 fn compile_all(units: &[Unit], command: impl Fn(&Unit) -> Command + Sync) -> Vec<String> {
     let jobs = env::var("NUM_JOBS").ok().and_then(|j| j.parse::<usize>().ok()).unwrap_or(1).max(1);
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let reports: Vec<std::sync::Mutex<Option<String>>> = units.iter().map(|_| Default::default()).collect();
-    std::thread::scope(|scope| {
-        for _ in 0..jobs.min(units.len()) {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(unit) = units.get(i) else { break };
-                let mut cmd = command(unit);
-                let output =
-                    cmd.output().unwrap_or_else(|e| fail(&format!("could not run nvcc for {}: {e}", unit.name)));
-                let report = String::from_utf8_lossy(&output.stderr).into_owned();
-                if !output.status.success() {
-                    eprintln!("{report}");
-                    fail(&format!(
-                        "nvcc failed compiling {} ({}); command: {cmd:?}",
-                        unit.source.display(),
-                        output.status
-                    ));
-                }
-                *reports[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
-            });
-        }
+    // Each worker takes the next unit until none is left and returns (index, report) pairs.
+    let done: Vec<(usize, String)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..jobs.min(units.len()))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(unit) = units.get(i) else { return done };
+                        let mut cmd = command(unit);
+                        let output = cmd
+                            .output()
+                            .unwrap_or_else(|e| fail(&format!("could not run nvcc for {}: {e}", unit.name)));
+                        let report = String::from_utf8_lossy(&output.stderr).into_owned();
+                        if !output.status.success() {
+                            eprintln!("{report}");
+                            fail(&format!(
+                                "nvcc failed compiling {} ({}); command: {cmd:?}",
+                                unit.source.display(),
+                                output.status
+                            ));
+                        }
+                        done.push((i, report));
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap_or_else(|_| fail("an nvcc worker thread panicked"))).collect()
     });
-    reports.into_iter().map(|r| r.into_inner().unwrap_or_else(|e| e.into_inner()).unwrap_or_default()).collect()
+    let mut reports = vec![String::new(); units.len()];
+    for (i, report) in done {
+        reports[i] = report;
+    }
+    reports
 }
 
 /// `units.rs`: the fatbins, and each kernel's unit as ptxas reported compiling it.
