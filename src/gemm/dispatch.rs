@@ -40,34 +40,41 @@ pub(crate) struct Call {
     pub epilogue: EpilogueKind,
 }
 
-/// The store paths of the kernels (docs/EPILOGUE.md, "The epilogue in the kernels"), as far as
-/// dispatch cares: the rolled loop of the activations and the residual costs more than the
-/// seed's unrolled register path, and only a ping-pong kernel hides that cost behind its other
-/// consumer's mainloop (the cooperative kernels run their epilogues while the tensor cores
-/// wait). Plain Linear and ReLU run unrolled on sm_90 as the seed form does, and take the
-/// ping-pong with the other forms: under sustained load it ran them as fast as the cooperative
-/// kernel or faster (docs/BENCHMARKS.md, "Epilogue forms"). At short K the other forms take the
-/// ping-pong without a cluster ([`Size::of`]).
+/// The store paths of the sm_90 kernels (docs/EPILOGUE.md, "The epilogue in the kernels"), as
+/// far as dispatch cares: the rolled loop of the activations and the residual costs more than
+/// the seed's unrolled register path, and only a ping-pong kernel hides that cost behind its
+/// other consumer's mainloop (the cooperative kernels run their epilogues while the tensor
+/// cores wait). Plain Linear and ReLU without a residual take the seed's unrolled store where
+/// out has a tensor map, so they are planned as the seed form is: on an H100 the cooperative
+/// cluster kernel ran them at 0.96–1.02× the seed form's time on eight large shapes, where the
+/// ping-pong cluster kernel took up to 1.37× (docs/BENCHMARKS.md, "Epilogue forms"). The rolled
+/// forms take the ping-pong, at short K the one without a cluster ([`Size::of`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum EpilogueKind {
-    /// `v·s + v` without a residual.
-    Seed,
-    /// Any other activation, or a residual.
-    Other,
+    /// The seed's unrolled store: `v·s + v` without a residual, or plain Linear or ReLU without
+    /// one where out's rows take a tensor map.
+    Unrolled,
+    /// The rolled loop: any other activation, any residual, or plain Linear or ReLU storing
+    /// from registers.
+    Rolled,
 }
 
-/// Whether Auto may plan `s` differently for [`EpilogueKind::Other`] than for the seed form: where
-/// the two get different sizes (the kernels follow from the size, the rounding and the operands'
-/// alignment, which both share).
+/// Whether Auto may plan `s` differently for [`EpilogueKind::Rolled`] than for the seed form:
+/// where the two get different sizes (the kernels follow from the size, the rounding and the
+/// operands' alignment, which both share).
 pub(crate) fn epilogue_may_change_plan(s: Shape, device: &DeviceInfo, occupancy: &Occupancy) -> bool {
-    Size::of(s, EpilogueKind::Seed, device, occupancy) != Size::of(s, EpilogueKind::Other, device, occupancy)
+    Size::of(s, EpilogueKind::Unrolled, device, occupancy) != Size::of(s, EpilogueKind::Rolled, device, occupancy)
 }
 
 impl EpilogueKind {
-    pub(crate) fn of<M>(epilogue: &crate::Epilogue<M>) -> EpilogueKind {
+    /// The store path `epilogue` takes on the sm_90 kernels; `out_tma`: whether out's rows take
+    /// a tensor map (`Strided::rows_aligned`, the rule of `Plan::for_out`).
+    pub(crate) fn of<M>(epilogue: &crate::Epilogue<M>, out_tma: bool) -> EpilogueKind {
+        use crate::Activation::{Identity, Relu, ScaleAdd};
         match (epilogue.activation, &epilogue.residual) {
-            (crate::Activation::ScaleAdd(_), None) => EpilogueKind::Seed,
-            _ => EpilogueKind::Other,
+            (ScaleAdd(_), None) => EpilogueKind::Unrolled,
+            (Identity | Relu, None) if out_tma => EpilogueKind::Unrolled,
+            _ => EpilogueKind::Rolled,
         }
     }
 }
@@ -108,10 +115,11 @@ enum Size {
     Large,
     /// As many, but K at most [`LARGE_SHORT_K`], or a last wave that the ping-pong cluster
     /// kernel's half-size cluster tiles fill better (see [`ragged`]), or an epilogue other than
-    /// the seed's ([`EpilogueKind::Other`]: the ping-pong hides its cost, the cooperative does not).
+    /// the seed's store ([`EpilogueKind::Rolled`]: the ping-pong hides its cost, the cooperative
+    /// does not).
     LargePingpong,
     /// At least one wave of 128×128 tiles; also a large problem with K at most
-    /// [`LARGE_SHORT_K`] and an epilogue other than the seed's (see [`Size::of`]).
+    /// [`LARGE_SHORT_K`] and a rolled epilogue (see [`Size::of`]).
     Medium,
     /// As many, but a last wave that 64×128 tiles fill better (see [`ragged`]), where stream-K
     /// would not share the 64×128 tiles' own last wave (fewer than 8 waves of them, short
@@ -132,13 +140,13 @@ impl Size {
         let clusters = occupancy.max_active_clusters as u64;
         let cooperative = Kernel::Sm90Cooperative128x256Cluster2SmemA;
         if clusters > 0 && s.cluster_tiles(cooperative) >= LARGE_WAVES * clusters {
-            if epilogue == EpilogueKind::Other && s.k <= LARGE_SHORT_K {
+            if epilogue == EpilogueKind::Rolled && s.k <= LARGE_SHORT_K {
                 // The 128×128 ping-pong without a cluster: at short K a rolled form's epilogue
                 // outlasts the other consumer's mainloop, and there the cluster twin (whose two
                 // CTAs share each stage's loads, so the later one holds up both) ran every rolled
                 // form slower, at long K faster (docs/BENCHMARKS.md, "Epilogue forms").
                 Size::Medium
-            } else if epilogue == EpilogueKind::Other
+            } else if epilogue == EpilogueKind::Rolled
                 || s.k <= LARGE_SHORT_K
                 || ragged(
                     s,

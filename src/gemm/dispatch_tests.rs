@@ -40,8 +40,14 @@ fn select_kernel(
     w: (u64, usize),
     workspace: usize,
 ) -> Result<Plan> {
-    let call =
-        Call { shape: s, x: st(x.0, x.1), w: st(w.0, w.1), w_prepared: None, workspace, epilogue: EpilogueKind::Seed };
+    let call = Call {
+        shape: s,
+        x: st(x.0, x.1),
+        w: st(w.0, w.1),
+        w_prepared: None,
+        workspace,
+        epilogue: EpilogueKind::Unrolled,
+    };
     super::select(&d.info, &d.occ, Policy { dispatch, precision }, call)
 }
 
@@ -74,7 +80,7 @@ fn select_prepared(
         w: st(ALIGNED, s.k.next_multiple_of(32)),
         w_prepared: Some(form),
         workspace,
-        epilogue: EpilogueKind::Seed,
+        epilogue: EpilogueKind::Unrolled,
     };
     super::select(&d.info, &d.occ, Policy { dispatch, precision }, call)
 }
@@ -104,13 +110,12 @@ fn auto_prefers_wgmma_on_hopper_and_mma_sync_elsewhere() {
     assert_eq!(p.kernel, Kernel::Sm80Mma128x128Vec4, "144 KiB does not fit sm_89's 99 KiB; 96 KiB does");
 }
 
-/// Every epilogue form but the seed's (the rolled loop, which only a ping-pong kernel overlaps
-/// with a mainloop; plain Linear and ReLU, as fast there) takes, on a large problem, the
-/// ping-pong cluster twin of the cooperative cluster kernel, and at K ≤ 1024 the ping-pong
-/// without a cluster, on both roundings; the other sizes are ping-pongs already, and the A100's
-/// mma.sync kernels have one store path for both.
+/// Every epilogue form that takes the rolled loop (which only a ping-pong kernel overlaps with a
+/// mainloop) takes, on a large problem, the ping-pong cluster twin of the cooperative cluster
+/// kernel, and at K ≤ 1024 the ping-pong without a cluster, on both roundings; the other sizes
+/// are ping-pongs already, and the A100's mma.sync kernels have one store path for both.
 #[test]
-fn epilogues_other_than_the_seed_s_take_the_ping_pong_on_large_problems() {
+fn rolled_epilogues_take_the_ping_pong_on_large_problems() {
     let other = |d: &Dev, precision: Precision, s: Shape| {
         let call = Call {
             shape: s,
@@ -118,7 +123,7 @@ fn epilogues_other_than_the_seed_s_take_the_ping_pong_on_large_problems() {
             w: st(ALIGNED, s.k),
             w_prepared: None,
             workspace: 0,
-            epilogue: EpilogueKind::Other,
+            epilogue: EpilogueKind::Rolled,
         };
         super::select(&d.info, &d.occ, Policy { dispatch: Dispatch::Auto, precision }, call).unwrap()
     };
@@ -143,18 +148,54 @@ fn epilogues_other_than_the_seed_s_take_the_ping_pong_on_large_problems() {
     assert_eq!(other(&A100(), Precision::Tf32, s).kernel, Kernel::Sm80Mma128x256Vec4);
 }
 
-/// The seed kind for dispatch is `v·s + v` without a residual: a residual through `C` or
-/// through `out` (the kernels' `is_seed()` sees a source either way) or any other activation is
-/// the other kind.
+/// Plain Linear and ReLU take the seed form's plan where out takes a tensor map (the seed's
+/// unrolled store; the cooperative cluster kernel on large problems) and the rolled forms' plan
+/// where out's rows are stored from registers.
 #[test]
-fn only_the_seed_form_without_a_residual_is_the_seed_kind() {
+fn plain_linear_and_relu_take_the_seed_s_plan_where_out_takes_a_tensor_map() {
     use crate::{Activation, Epilogue};
-    assert_eq!(EpilogueKind::of(&Epilogue::<()>::scale_add(0.5)), EpilogueKind::Seed);
-    assert_eq!(EpilogueKind::of(&Epilogue::<()>::scale_add(f32::NAN)), EpilogueKind::Seed);
-    assert_eq!(EpilogueKind::of(&Epilogue::scale_add(0.5).with_residual((), 1.0)), EpilogueKind::Other);
-    assert_eq!(EpilogueKind::of(&Epilogue::<()>::scale_add(0.5).with_residual_out(1.0)), EpilogueKind::Other);
-    for a in [Activation::Identity, Activation::Relu, Activation::Gelu, Activation::GeluTanh, Activation::Silu] {
-        assert_eq!(EpilogueKind::of(&Epilogue::<()>::activation(a)), EpilogueKind::Other, "{a:?}");
+    let d = H200();
+    let s = shape(16384, 4096, 4096);
+    for a in [Activation::Identity, Activation::Relu] {
+        for (out, want) in [
+            (st(ALIGNED, s.n), Kernel::Sm90Cooperative128x256Cluster2SmemA),
+            (st(ALIGNED + 8, s.n), Kernel::Sm90Pingpong128x128Cluster2SmemA),
+        ] {
+            let call = Call {
+                shape: s,
+                x: st(ALIGNED, s.k),
+                w: st(ALIGNED, s.k),
+                w_prepared: None,
+                workspace: 0,
+                epilogue: EpilogueKind::of(&Epilogue::<()>::activation(a), out.rows_aligned(s.n)),
+            };
+            let policy = Policy { dispatch: Dispatch::Auto, precision: Precision::Tf32 };
+            let plan = super::select(&d.info, &d.occ, policy, call).unwrap().for_out(s.n, out);
+            assert_eq!(plan.kernel, want, "{a:?} {out:?}");
+            assert_eq!(plan.tma_store, out.rows_aligned(s.n));
+        }
+    }
+}
+
+/// The unrolled kind for dispatch is the seed's store: `v·s + v` without a residual, and plain
+/// Linear or ReLU without one where out takes a tensor map (the kernels then store them as the
+/// seed form); a residual through `C` or through `out` (the kernels' `is_seed()` sees a source
+/// either way), any other activation, or plain Linear or ReLU stored from registers is rolled.
+#[test]
+fn the_unrolled_kind_is_the_seed_s_store() {
+    use crate::{Activation, Epilogue};
+    use EpilogueKind::{Rolled, Unrolled};
+    for out_tma in [true, false] {
+        assert_eq!(EpilogueKind::of(&Epilogue::<()>::scale_add(0.5), out_tma), Unrolled);
+        assert_eq!(EpilogueKind::of(&Epilogue::<()>::scale_add(f32::NAN), out_tma), Unrolled);
+        assert_eq!(EpilogueKind::of(&Epilogue::scale_add(0.5).with_residual((), 1.0), out_tma), Rolled);
+        assert_eq!(EpilogueKind::of(&Epilogue::<()>::scale_add(0.5).with_residual_out(1.0), out_tma), Rolled);
+        for a in [Activation::Identity, Activation::Relu, Activation::Gelu, Activation::GeluTanh, Activation::Silu] {
+            let unrolled = out_tma && matches!(a, Activation::Identity | Activation::Relu);
+            let want = if unrolled { Unrolled } else { Rolled };
+            assert_eq!(EpilogueKind::of(&Epilogue::<()>::activation(a), out_tma), want, "{a:?} {out_tma}");
+            assert_eq!(EpilogueKind::of(&Epilogue::activation(a).with_residual((), 1.0), out_tma), Rolled, "{a:?}");
+        }
     }
 }
 
@@ -183,7 +224,7 @@ fn the_epilogue_changes_no_plan_where_dispatch_says_it_cannot() {
                             .map(|p| (p.kernel, p.grid, p.stream_k_tiles, p.workspace_len()))
                             .ok()
                     };
-                    assert_eq!(plan(EpilogueKind::Seed), plan(EpilogueKind::Other), "{s:?} {precision:?}");
+                    assert_eq!(plan(EpilogueKind::Unrolled), plan(EpilogueKind::Rolled), "{s:?} {precision:?}");
                 }
             }
         }

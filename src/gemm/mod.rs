@@ -182,10 +182,11 @@ impl FusedGemm {
 
     /// Checks a call and says which kernel it would launch on `stream` (CUTLASS's
     /// `can_implement`), without launching: what [`FusedGemm::run`] (no workspace) runs. That is
-    /// the seed form; [`FusedGemm::run_gemm`] with another epilogue runs the ping-pong twin where
-    /// this plan shows the cooperative cluster kernel, and the ping-pong without a cluster where
-    /// K ≤ 1024 and this plan shows the ping-pong cluster kernel (docs/TILING.md, `Size`), and
-    /// returns the plan it ran. `Ok(None)`: M or N is 0, there is nothing to do.
+    /// the seed form's plan, and also plain Linear's and ReLU's where `out`'s rows take a tensor map;
+    /// [`FusedGemm::run_gemm`] with another epilogue runs the ping-pong twin where this plan
+    /// shows the cooperative cluster kernel, and the ping-pong without a cluster where K ≤ 1024
+    /// and this plan shows the ping-pong cluster kernel (docs/TILING.md, `Size`), and returns the
+    /// plan it ran. `Ok(None)`: M or N is 0, there is nothing to do.
     pub fn plan(
         &self,
         stream: &CudaStream,
@@ -233,7 +234,7 @@ impl FusedGemm {
             w: Strided { addr: w_ptr, ld: w.ld },
             w_prepared: prepared,
             workspace: workspace_len,
-            epilogue: EpilogueKind::Seed,
+            epilogue: EpilogueKind::Unrolled,
         };
         Ok(Some(self.select(call)?.for_out(shape.n, Strided { addr: o_ptr, ld: out.ld })))
     }
@@ -259,7 +260,7 @@ impl FusedGemm {
     // ---- end of workspace sizing ----
 
     /// f32 elements of workspace [`FusedGemm::run_with_workspace`] (or [`FusedGemm::run_gemm`]
-    /// with any epilogue: Auto may give a form other than the seed's another kernel) would use
+    /// with any epilogue: Auto may give a rolled form another kernel than the seed's) would use
     /// for this call; 0 when it would use none. It holds, in order: X and W repacked when their rows are not
     /// 16-byte aligned (K % 4 != 0, a misaligned view, or a leading dimension that is not a
     /// multiple of 4), and W rounded to TF32 for the sm_90 kernels that round X in registers
@@ -285,7 +286,7 @@ impl FusedGemm {
             w: Strided { addr: w_ptr, ld: w.ld },
             w_prepared: prepared,
             workspace: usize::MAX,
-            epilogue: EpilogueKind::Seed,
+            epilogue: EpilogueKind::Unrolled,
         };
         self.workspace_need(call)
     }
@@ -393,7 +394,7 @@ impl FusedGemm {
             out: Strided { addr: o_ptr, ld: out.ld },
             workspace: ws_ptr,
         };
-        let kind = EpilogueKind::of(&epilogue);
+        let kind = EpilogueKind::of(&epilogue, a.out.rows_aligned(shape.n));
         let call = Call { shape, x: a.x, w: a.w, w_prepared: prepared, workspace: ws_len, epilogue: kind };
         let plan = self.select(call)?.for_out(shape.n, a.out);
         launch::launch(&self.kernels, stream, &plan, shape, a, launch::epilogue_params(&epilogue, a.out))?;
@@ -506,14 +507,14 @@ impl FusedGemm {
     }
 
     /// The workspace `call` needs with any epilogue: Auto may plan another kernel for a form
-    /// other than the seed's (dispatch::EpilogueKind), whose stream-K part may be larger.
+    /// that takes the rolled loop (dispatch::EpilogueKind), whose stream-K part may be larger.
     pub(crate) fn workspace_need(&self, call: Call) -> Result<usize> {
-        let seed = self.select(Call { epilogue: EpilogueKind::Seed, ..call })?;
+        let seed = self.select(Call { epilogue: EpilogueKind::Unrolled, ..call })?;
         let (device, occupancy) = self.resources();
         if !dispatch::epilogue_may_change_plan(call.shape, &device, &occupancy) {
             return Ok(seed.workspace_len());
         }
-        let other = self.select(Call { epilogue: EpilogueKind::Other, ..call })?;
+        let other = self.select(Call { epilogue: EpilogueKind::Rolled, ..call })?;
         Ok(seed.workspace_len().max(other.workspace_len()))
     }
 }

@@ -146,7 +146,7 @@ fn case() -> impl Strategy<Value = Case> {
                 Strided { addr: wa, ld: k + wpad }
             };
             let x = Strided { addr: xa, ld: k + xpad };
-            let call = Call { shape, x, w, w_prepared, workspace: usize::MAX, epilogue: EpilogueKind::Seed };
+            let call = Call { shape, x, w, w_prepared, workspace: usize::MAX, epilogue: EpilogueKind::Unrolled };
             Case { dev, policy, call, ws }
         })
 }

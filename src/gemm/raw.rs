@@ -224,7 +224,7 @@ impl FusedGemm {
             _ => epilogue,
         };
         let epilogue = epilogue.map(|c| Strided { addr: c.ptr, ld: c.ld });
-        let kind = EpilogueKind::of(&epilogue);
+        let kind = EpilogueKind::of(&epilogue, a.out.rows_aligned(shape.n));
         let call = Call { shape, x: a.x, w: a.w, w_prepared: w.prepared, workspace: ws.len, epilogue: kind };
         let plan = self.select(call)?.for_out(shape.n, a.out);
         // SAFETY: a borrowed handle of this context (checked above; alive by the contract);

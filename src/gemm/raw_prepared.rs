@@ -184,7 +184,7 @@ impl FusedGemm {
         }
         let x = Strided { addr: x.ptr, ld: x.ld };
         let w = Strided { addr: w.ptr, ld: w.ld };
-        let call = Call { shape, x, w, w_prepared: prepared, workspace: usize::MAX, epilogue: EpilogueKind::Seed };
+        let call = Call { shape, x, w, w_prepared: prepared, workspace: usize::MAX, epilogue: EpilogueKind::Unrolled };
         self.workspace_need(call)
     }
 

@@ -180,7 +180,7 @@ mod tests {
                                     w,
                                     w_prepared: form,
                                     workspace: usize::MAX,
-                                    epilogue: EpilogueKind::Seed,
+                                    epilogue: EpilogueKind::Unrolled,
                                 };
                                 // Calls a rounding or a forced kernel cannot serve are errors; they use nothing.
                                 if let Ok(plan) = select(&device, &occ, Policy { dispatch, precision }, call) {
