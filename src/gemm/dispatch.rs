@@ -45,10 +45,9 @@ pub(crate) struct Call {
 /// the seed's unrolled register path, and only a ping-pong kernel hides that cost behind its
 /// other consumer's mainloop (the cooperative kernels run their epilogues while the tensor
 /// cores wait). Plain Linear and ReLU without a residual take the seed's unrolled store where
-/// out has a tensor map, so they are planned as the seed form is: on an H100 the cooperative
-/// cluster kernel ran them at 0.96–1.02× the seed form's time on eight large shapes, where the
-/// ping-pong cluster kernel took up to 1.37× (docs/BENCHMARKS.md, "Epilogue forms"). The rolled
-/// forms take the ping-pong, at short K the one without a cluster ([`Size::of`]).
+/// out has a tensor map, so they cost what the seed form costs on every kernel and are planned
+/// as it is (docs/BENCHMARKS.md, "Epilogue forms", "On an H100"). The rolled forms take the
+/// ping-pong, at short K the one without a cluster ([`Size::of`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum EpilogueKind {
     /// The seed's unrolled store: `v·s + v` without a residual, or plain Linear or ReLU without
