@@ -110,23 +110,20 @@ fn auto_prefers_wgmma_on_hopper_and_mma_sync_elsewhere() {
     assert_eq!(p.kernel, Kernel::Sm80Mma128x128Vec4, "144 KiB does not fit sm_89's 99 KiB; 96 KiB does");
 }
 
+/// Auto's plan for `s` with aligned operands, no workspace and an epilogue of `kind`.
+fn auto_with(d: &Dev, precision: Precision, s: Shape, kind: EpilogueKind) -> Plan {
+    let call =
+        Call { shape: s, x: st(ALIGNED, s.k), w: st(ALIGNED, s.k), w_prepared: None, workspace: 0, epilogue: kind };
+    super::select(&d.info, &d.occ, Policy { dispatch: Dispatch::Auto, precision }, call).unwrap()
+}
+
 /// Every epilogue form that takes the rolled loop (which only a ping-pong kernel overlaps with a
 /// mainloop) takes, on a large problem, the ping-pong cluster twin of the cooperative cluster
 /// kernel, and at K ≤ 1024 the ping-pong without a cluster, on both roundings; the other sizes
 /// are ping-pongs already, and the A100's mma.sync kernels have one store path for both.
 #[test]
 fn rolled_epilogues_take_the_ping_pong_on_large_problems() {
-    let other = |d: &Dev, precision: Precision, s: Shape| {
-        let call = Call {
-            shape: s,
-            x: st(ALIGNED, s.k),
-            w: st(ALIGNED, s.k),
-            w_prepared: None,
-            workspace: 0,
-            epilogue: EpilogueKind::Rolled,
-        };
-        super::select(&d.info, &d.occ, Policy { dispatch: Dispatch::Auto, precision }, call).unwrap()
-    };
+    let other = |d: &Dev, precision: Precision, s: Shape| auto_with(d, precision, s, EpilogueKind::Rolled);
     for precision in [Precision::Tf32, Precision::Tf32Truncated] {
         for s in [shape(16384, 4096, 4096), shape(8192, 11008, 4096)] {
             let seed = select_kernel(&H200(), Dispatch::Auto, precision, s, (ALIGNED, s.k), (ALIGNED, s.k), 0).unwrap();
@@ -161,16 +158,8 @@ fn plain_linear_and_relu_take_the_seed_s_plan_where_out_takes_a_tensor_map() {
             (st(ALIGNED, s.n), Kernel::Sm90Cooperative128x256Cluster2SmemA),
             (st(ALIGNED + 8, s.n), Kernel::Sm90Pingpong128x128Cluster2SmemA),
         ] {
-            let call = Call {
-                shape: s,
-                x: st(ALIGNED, s.k),
-                w: st(ALIGNED, s.k),
-                w_prepared: None,
-                workspace: 0,
-                epilogue: EpilogueKind::of(&Epilogue::<()>::activation(a), out.rows_aligned(s.n)),
-            };
-            let policy = Policy { dispatch: Dispatch::Auto, precision: Precision::Tf32 };
-            let plan = super::select(&d.info, &d.occ, policy, call).unwrap().for_out(s.n, out);
+            let kind = EpilogueKind::of(&Epilogue::<()>::activation(a), out.rows_aligned(s.n));
+            let plan = auto_with(&d, Precision::Tf32, s, kind).for_out(s.n, out);
             assert_eq!(plan.kernel, want, "{a:?} {out:?}");
             assert_eq!(plan.tma_store, out.rows_aligned(s.n));
         }
